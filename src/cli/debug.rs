@@ -1,0 +1,54 @@
+//! `git orch debug`: hidden diagnostics used by tests and benchmarks.
+
+use clap::{Args, Subcommand};
+
+use super::{Cli, CommandResult, exit, open_store};
+use crate::event::Event;
+
+/// Diagnostics for tests and benchmarks; not part of the stable interface.
+#[derive(Debug, Args)]
+pub struct DebugArgs {
+    #[command(subcommand)]
+    pub command: DebugCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DebugCommand {
+    /// Append marker events, one operation per batch.
+    Append {
+        /// Label written into every marker.
+        #[arg(long, default_value = "debug")]
+        label: String,
+        /// How many events in all.
+        #[arg(long, default_value_t = 1)]
+        count: u64,
+        /// Events per operation (one commit each).
+        #[arg(long, default_value_t = 1)]
+        batch: u64,
+    },
+}
+
+pub fn run(cli: &Cli, args: &DebugArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    match &args.command {
+        DebugCommand::Append {
+            label,
+            count,
+            batch,
+        } => {
+            let batch = (*batch).max(1);
+            let mut n = 0;
+            while n < *count {
+                let events: Vec<Event> = (n..(n + batch).min(*count))
+                    .map(|i| Event::DebugMarker {
+                        label: label.clone(),
+                        n: i,
+                    })
+                    .collect();
+                n += events.len() as u64;
+                store.append(events)?;
+            }
+        }
+    }
+    Ok(exit::OK)
+}

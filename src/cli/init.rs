@@ -1,0 +1,77 @@
+//! `git orch init`: make this clone ready to write state and, optionally,
+//! to share it through a remote.
+
+use clap::Args;
+
+use super::{Cli, CommandResult, exit, open_store, output};
+use crate::event::Event;
+use crate::ids::WriterId;
+use crate::store::refs::{ORCH_PREFIX, REMOTES_PREFIX};
+
+/// Set up git-orch in this repository.
+///
+/// Creates this clone's writer id (orch.writerId), turns on reflogs for
+/// refs/orch/* (core.logAllRefUpdates=always) and, with --remote, adds the
+/// refspecs that make `git fetch`/`git push` carry the orch state:
+/// fetch +refs/orch/*:refs/orch-remotes/<R>/*, push refs/orch/* and HEAD.
+/// Running it again changes nothing that is already set.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Share state through this remote (must already exist: `git remote add`).
+    #[arg(long, value_name = "REMOTE")]
+    pub remote: Option<String>,
+    /// Replace this clone's writer id with a fresh one (after copying a .git).
+    #[arg(long)]
+    pub new_writer: bool,
+}
+
+pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    let mut changed = Vec::new();
+    if let Some(remote) = &args.remote {
+        store.check_remote(remote)?;
+    }
+    if args.new_writer {
+        let id = WriterId::random();
+        store.config_set("orch.writerId", id.as_str())?;
+        changed.push(format!("new writer id {id}"));
+    }
+    let had_writer = store.writer_id()?.is_some();
+    let writer = store.writer()?;
+    if !had_writer {
+        changed.push(format!("writer id {writer}"));
+    }
+    if store.config_set("core.logAllRefUpdates", "always")? {
+        changed.push("core.logAllRefUpdates=always".into());
+    }
+    if let Some(remote) = &args.remote {
+        let fetch = format!("+{ORCH_PREFIX}*:{REMOTES_PREFIX}{remote}/*");
+        if store.config_add(&format!("remote.{remote}.fetch"), &fetch)? {
+            changed.push(format!("fetch refspec {fetch}"));
+        }
+        // Once remote.<R>.push is set, a plain `git push` pushes only what it
+        // lists; HEAD keeps pushing the current branch as before.
+        for push in [format!("{ORCH_PREFIX}*:{ORCH_PREFIX}*"), "HEAD".to_owned()] {
+            if store.config_add(&format!("remote.{remote}.push"), &push)? {
+                changed.push(format!("push refspec {push}"));
+            }
+        }
+        if store.config_set("orch.remote", remote)? {
+            changed.push(format!("orch.remote={remote}"));
+        }
+    }
+    if changed.is_empty() {
+        output::status(&format!(
+            "Already initialised (writer {writer}); nothing changed."
+        ));
+        return Ok(exit::OK);
+    }
+    store.append(vec![Event::Initialized {
+        remote: args.remote.clone(),
+    }])?;
+    output::status(&format!("Initialised git-orch (writer {writer}):"));
+    for c in changed {
+        output::status(&format!("  {c}"));
+    }
+    Ok(exit::OK)
+}

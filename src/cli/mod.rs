@@ -1,0 +1,144 @@
+//! The command line: the only code that prints.
+//!
+//! One file per command, each holding its clap args (whose doc comment is the
+//! help text) and one `run` function that calls the domain and renders the
+//! result. Errors become a [`CommandError`] carrying the exit code of
+//! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
+
+pub mod debug;
+pub mod init;
+pub mod log;
+pub mod output;
+pub mod sync;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::store::{Store, StoreError};
+
+/// Exit codes shared by every command.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const BLOCKED: u8 = 3;
+    pub const BUDGET: u8 = 64;
+    pub const BREAKER: u8 = 65;
+    pub const INTERRUPTED: u8 = 130;
+}
+
+/// A command's failure: what to print and which exit code to use.
+#[derive(Debug)]
+pub struct CommandError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CommandError {
+    /// A failure with exit code 1.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self {
+            code: exit::ERROR,
+            message: message.into(),
+        }
+    }
+
+    /// A failure with a specific exit code.
+    pub fn with_code(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for CommandError {
+    fn from(e: StoreError) -> Self {
+        CommandError::error(e.to_string())
+    }
+}
+
+impl From<crate::process::ProcessError> for CommandError {
+    fn from(e: crate::process::ProcessError) -> Self {
+        CommandError::error(e.to_string())
+    }
+}
+
+/// Result of a command: an exit code on success (0, or 3 for "ran, found
+/// blocking findings"), a [`CommandError`] otherwise.
+pub type CommandResult = Result<u8, CommandError>;
+
+/// git-orch: run coding agents in parallel, the git way.
+///
+/// Plans of subtasks with sole file ownership, content-hashed approvals,
+/// one worktree per attempt, gates on every result, and a serial merge queue.
+/// All state lives in git under refs/orch/*.
+#[derive(Debug, Parser)]
+#[command(
+    name = "git-orch",
+    bin_name = "git orch",
+    version,
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// Run as if started in this directory.
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::InitArgs),
+    Log(log::LogArgs),
+    Sync(sync::SyncArgs),
+    #[command(hide = true)]
+    Debug(debug::DebugArgs),
+}
+
+/// The directory a command works in.
+pub fn start_dir(cli_dir: &Option<PathBuf>) -> PathBuf {
+    match cli_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
+}
+
+/// Opens the repository for a command.
+pub fn open_store(cli_dir: &Option<PathBuf>) -> Result<Store, CommandError> {
+    Ok(Store::discover(&start_dir(cli_dir))?)
+}
+
+/// Parses arguments, runs the command and returns the process exit code.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            output::print_error(&e.message);
+            e.code
+        }
+    }
+}
+
+fn dispatch(cli: &Cli) -> CommandResult {
+    match &cli.command {
+        Command::Init(args) => init::run(cli, args),
+        Command::Log(args) => log::run(cli, args),
+        Command::Sync(args) => sync::run(cli, args),
+        Command::Debug(args) => debug::run(cli, args),
+    }
+}

@@ -1,0 +1,142 @@
+//! Rendering helpers shared by commands: stdout that tolerates a closed
+//! pipe, error and status lines on stderr, colour only where wanted, and
+//! time formatting without a date library.
+
+use std::io::{IsTerminal, Write};
+
+/// Writes data lines to stdout. A closed pipe (`git orch log | head`) is not
+/// an error: the command stops writing and still exits 0.
+pub struct Out {
+    inner: std::io::StdoutLock<'static>,
+    closed: bool,
+}
+
+impl Default for Out {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Out {
+    pub fn new() -> Self {
+        Self {
+            inner: std::io::stdout().lock(),
+            closed: false,
+        }
+    }
+
+    /// Writes one line; returns false once the reader has gone away.
+    pub fn line(&mut self, s: &str) -> bool {
+        if self.closed {
+            return false;
+        }
+        if let Err(e) = writeln!(self.inner, "{s}")
+            && e.kind() == std::io::ErrorKind::BrokenPipe
+        {
+            self.closed = true;
+            return false;
+        }
+        true
+    }
+
+    /// Flushes; used by `--follow` between polls.
+    pub fn flush(&mut self) -> bool {
+        if self.closed {
+            return false;
+        }
+        if self.inner.flush().is_err() {
+            self.closed = true;
+        }
+        !self.closed
+    }
+
+    /// Whether the reader has gone away.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+}
+
+/// Whether stderr gets colour: a terminal, and `NO_COLOR` unset.
+pub fn colour_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Prints a status line to stderr.
+pub fn status(s: &str) {
+    let _ = writeln!(std::io::stderr(), "{s}");
+}
+
+/// Prints an error: the first line after `error:`, further lines as given
+/// (they carry `hint:` and detail lines).
+pub fn print_error(message: &str) {
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("failed");
+    let (red, reset) = if colour_stderr() {
+        ("\x1b[31m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{red}error:{reset} {first}");
+    for l in lines {
+        let _ = writeln!(err, "{l}");
+    }
+}
+
+/// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn format_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Formats a duration in seconds as `1h02m`, `3m04s` or `5s`.
+pub fn format_duration(secs: u64) -> String {
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, (secs / 60) % 60)
+    } else if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_known_instants() {
+        assert_eq!(format_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_time(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(format_time(1_795_000_000_123), "2026-11-18T11:06:40Z");
+    }
+
+    #[test]
+    fn formats_durations() {
+        assert_eq!(format_duration(5), "5s");
+        assert_eq!(format_duration(184), "3m04s");
+        assert_eq!(format_duration(3720), "1h02m");
+    }
+}

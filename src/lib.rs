@@ -1,0 +1,11 @@
+//! git-orch: a Git-native orchestrator for parallel coding agents.
+//!
+//! Layers, each using only those below it (see STYLE.md):
+//! `process`, `ids`, `event` → `store` (the only user of gix) → domain
+//! modules → `cli` (the only code that prints).
+
+pub mod cli;
+pub mod event;
+pub mod ids;
+pub mod process;
+pub mod store;

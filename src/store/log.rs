@@ -1,0 +1,616 @@
+//! The append-only event log: one ref per clone, `refs/orch/log/<writer>`.
+//!
+//! Each commit on a writer's ref is one atomic operation. Its tree is a
+//! cumulative index of every event the writer ever wrote,
+//! `ev/<hi>/<mid>/<seq>-<blob>.json`, so the tip alone lists the whole log and
+//! two diverged copies of one writer's log merge by taking the union of their
+//! trees (the blob prefix keeps even equal seqs from colliding). Its message
+//! is a one-line summary plus trailers, so `git log refs/orch/log/<w>` reads
+//! as a journal.
+//!
+//! Appending takes the advisory lock, reads the tip, writes blob, tree and
+//! commit, then moves the ref by compare-and-swap together with any other
+//! ref updates of the same operation; a lost race redoes everything from a
+//! fresh read after a jittered backoff. Reading takes the union of every
+//! local and remote-tracking writer ref, deduplicated by blob id, in the
+//! global order (clock, writer, seq).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use super::refs::{Applied, Expected, RefUpdate};
+use super::{Oid, Result, Store, StoreError};
+use crate::event::{Event, FORMAT_VERSION, Record};
+use crate::ids::WriterId;
+
+/// Where each clone's log ref lives.
+pub const LOG_PREFIX: &str = "refs/orch/log/";
+/// How often an operation is redone after losing a compare-and-swap.
+pub const MAX_TRIES: u32 = 64;
+/// The advisory lock every append takes, under `.git/orch/`.
+pub const LOG_LOCK: &str = "lock";
+/// Seq interval at which appends start background git maintenance.
+pub const MAINTENANCE_EVERY: u64 = 1000;
+
+/// Sleeps before retry `attempt`: exponential up to 50 ms, with jitter so
+/// racing processes spread out instead of colliding again in lockstep.
+pub fn backoff(attempt: u32) {
+    let base_us = (500u64 << attempt.min(7)).min(50_000);
+    let jitter = u64::from(u16::from_le_bytes(crate::ids::random_bytes::<2>()));
+    std::thread::sleep(Duration::from_micros(base_us / 2 + jitter % base_us.max(1)));
+}
+
+/// What one atomic operation writes: events for the log and any other ref
+/// updates that must land together with them.
+#[derive(Debug, Default)]
+pub struct Operation {
+    pub events: Vec<Event>,
+    pub refs: Vec<RefUpdate>,
+}
+
+impl Operation {
+    /// An operation that only appends `events`.
+    pub fn events(events: Vec<Event>) -> Self {
+        Self {
+            events,
+            refs: Vec::new(),
+        }
+    }
+}
+
+/// One event read back, with where it came from.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// The blob holding the record; identical events share it.
+    pub id: Oid,
+    /// The first ref it was found under.
+    pub reference: String,
+    pub record: Record,
+}
+
+/// A record that could not be read; the rest of the log stays readable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub reference: String,
+    pub seq: Option<u64>,
+    pub path: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.seq {
+            Some(seq) => write!(
+                f,
+                "unreadable event in {} at seq {seq} ({}): {}",
+                self.reference, self.path, self.reason
+            ),
+            None => write!(
+                f,
+                "unreadable entry in {} ({}): {}",
+                self.reference, self.path, self.reason
+            ),
+        }
+    }
+}
+
+/// The union of all logs in global order, plus anything unreadable.
+#[derive(Debug, Default)]
+pub struct LogView {
+    pub entries: Vec<Entry>,
+    pub problems: Vec<Problem>,
+}
+
+impl LogView {
+    /// The records alone, in global order.
+    pub fn records(&self) -> impl Iterator<Item = &Record> {
+        self.entries.iter().map(|e| &e.record)
+    }
+}
+
+/// Position of a writer's tip: last seq and clock, from its trailers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TipPosition {
+    pub seq: u64,
+    pub clock: u64,
+}
+
+/// The path of an event inside a log tree.
+pub fn event_path(seq: u64, blob: Oid) -> String {
+    let hex = blob.to_hex().to_string();
+    format!(
+        "ev/{:02x}/{:02x}/{seq:010}-{}.json",
+        seq >> 16,
+        (seq >> 8) & 0xff,
+        &hex[..8]
+    )
+}
+
+fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// The commit message of a log commit: summary line plus trailers.
+pub fn commit_message(writer: &WriterId, records: &[Record]) -> String {
+    let last = records.last().expect("an operation has at least one event");
+    let subject = if records.len() == 1 {
+        one_line(&last.event.summary())
+    } else {
+        format!(
+            "{} events: {}",
+            records.len(),
+            one_line(&records[0].event.summary())
+        )
+    };
+    let kinds: Vec<&str> = records.iter().map(|r| r.event.kind()).collect();
+    format!(
+        "{subject}\n\nOrch-Writer: {writer}\nOrch-Seq: {}\nOrch-Clock: {}\nOrch-Events: {}\nOrch-Type: {}\nOrch-Format: {FORMAT_VERSION}\n",
+        last.seq,
+        last.clock,
+        records.len(),
+        kinds.join(", ")
+    )
+}
+
+/// Reads `Orch-Seq` and `Orch-Clock` from a log commit message.
+pub fn parse_trailers(message: &str) -> Option<TipPosition> {
+    let mut seq = None;
+    let mut clock = None;
+    for line in message.lines() {
+        if let Some(v) = line.strip_prefix("Orch-Seq: ") {
+            seq = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("Orch-Clock: ") {
+            clock = v.trim().parse().ok();
+        }
+    }
+    Some(TipPosition {
+        seq: seq?,
+        clock: clock?,
+    })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// This clone's writer id, if one was made.
+    pub fn writer_id(&self) -> Result<Option<WriterId>> {
+        if let Some(w) = self.writer.get() {
+            return Ok(Some(w.clone()));
+        }
+        let out = self
+            .git()
+            .output(["config", "--local", "--get", "orch.writerId"])?;
+        let value = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !out.status.success() || value.is_empty() {
+            return Ok(None);
+        }
+        let id = WriterId::new(value).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "orch.writerId in the repository config is not usable: {e}\nhint: remove it with `git config --unset orch.writerId`; a new one is made on the next write"
+            ))
+        })?;
+        let _ = self.writer.set(id.clone());
+        Ok(Some(id))
+    }
+
+    /// This clone's writer id, made and stored now if it does not exist.
+    /// Callers hold the log lock so two first writers cannot pick two ids.
+    fn ensure_writer(&self) -> Result<WriterId> {
+        if let Some(w) = self.writer_id()? {
+            return Ok(w);
+        }
+        let id = WriterId::random();
+        self.git()
+            .run(["config", "--local", "orch.writerId", id.as_str()])?;
+        let _ = self.writer.set(id.clone());
+        Ok(id)
+    }
+
+    /// This clone's writer id, creating it under the log lock if needed.
+    pub fn writer(&self) -> Result<WriterId> {
+        if let Some(w) = self.writer_id()? {
+            return Ok(w);
+        }
+        let _guard = self.lock(LOG_LOCK, "creating writer id")?;
+        self.ensure_writer()
+    }
+
+    /// Every writer ref, local and remote-tracking, with its tip.
+    pub fn log_tips(&self) -> Result<Vec<(String, Oid)>> {
+        let mut tips = self.refs_with_prefix(LOG_PREFIX)?;
+        for (name, id) in self.refs_with_prefix(super::refs::REMOTES_PREFIX)? {
+            let rest = &name[super::refs::REMOTES_PREFIX.len()..];
+            if rest
+                .split_once('/')
+                .is_some_and(|(_, r)| r.starts_with("log/"))
+            {
+                tips.push((name, id));
+            }
+        }
+        Ok(tips)
+    }
+
+    /// The position recorded in a log commit's trailers.
+    pub fn tip_position(&self, tip: Oid) -> Result<TipPosition> {
+        Ok(self.tip_info(tip)?.0)
+    }
+
+    /// A log commit's position and tree, cached by commit id (commits never
+    /// change, so the cache needs no invalidation, only a bound).
+    fn tip_info(&self, tip: Oid) -> Result<(TipPosition, Oid)> {
+        if let Some(hit) = self
+            .tips
+            .lock()
+            .expect("cache lock is never poisoned")
+            .get(&tip)
+        {
+            return Ok(*hit);
+        }
+        let info = self.commit_info(tip)?;
+        let pos = parse_trailers(&info.message).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "log commit {tip} has no Orch-Seq/Orch-Clock trailers\nhint: the log ref was rewritten by something other than git-orch; restore it from a clone with `git orch sync`"
+            ))
+        })?;
+        self.remember_tip(tip, pos, info.tree);
+        Ok((pos, info.tree))
+    }
+
+    fn remember_tip(&self, tip: Oid, pos: TipPosition, tree: Oid) {
+        let mut tips = self.tips.lock().expect("cache lock is never poisoned");
+        if tips.len() >= 1024 {
+            tips.clear();
+        }
+        tips.insert(tip, (pos, tree));
+    }
+
+    /// Appends `events` as one operation.
+    pub fn append(&self, events: Vec<Event>) -> Result<Vec<Record>> {
+        let (records, ()) =
+            self.transact(|_| Ok::<_, StoreError>((Operation::events(events.clone()), ())))?;
+        Ok(records)
+    }
+
+    /// Runs one atomic operation: `plan` reads whatever it needs and returns
+    /// the events and ref updates to apply; they land together or not at all.
+    /// On a lost race, `plan` runs again against fresh state.
+    pub fn transact<T, E>(
+        &self,
+        mut plan: impl FnMut(&Store) -> std::result::Result<(Operation, T), E>,
+    ) -> std::result::Result<(Vec<Record>, T), E>
+    where
+        E: From<StoreError>,
+    {
+        for attempt in 0..MAX_TRIES {
+            let mut guard = self.lock(LOG_LOCK, "appending")?;
+            let writer = self.ensure_writer()?;
+            let (op, value) = plan(self)?;
+            if op.events.is_empty() {
+                guard.intend(op.refs.iter().map(|u| u.name.as_str()));
+                if self.apply(&op.refs)? == Applied::Done {
+                    return Ok((Vec::new(), value));
+                }
+            } else {
+                let (records, update) = self.prepare_append(&writer, op.events)?;
+                let mut updates = Vec::with_capacity(op.refs.len() + 1);
+                updates.push(update);
+                updates.extend(op.refs);
+                guard.intend(updates.iter().map(|u| u.name.as_str()));
+                if self.apply(&updates)? == Applied::Done {
+                    drop(guard);
+                    self.maintain_if_due(&records);
+                    return Ok((records, value));
+                }
+            }
+            drop(guard);
+            backoff(attempt);
+        }
+        Err(StoreError::Contention {
+            reference: format!("{LOG_PREFIX}…"),
+            attempts: MAX_TRIES,
+        }
+        .into())
+    }
+
+    /// Every append leaves a handful of loose objects and gix never packs;
+    /// each time a writer's seq passes a multiple of [`MAINTENANCE_EVERY`],
+    /// `git maintenance run --auto` is started in the background. It does
+    /// real work only past git's own thresholds (`gc.auto`), and git's gc is
+    /// safe beside concurrent writers (unreachable objects younger than
+    /// `gc.pruneExpire` are kept).
+    fn maintain_if_due(&self, records: &[Record]) {
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return;
+        };
+        // Due when a multiple of the interval lies in first..=last.
+        if last.seq / MAINTENANCE_EVERY > (first.seq - 1) / MAINTENANCE_EVERY {
+            // Best effort: a failure to start housekeeping is not an error
+            // of the append that just succeeded.
+            let _ = self
+                .git()
+                .spawn_detached(&["maintenance", "run", "--auto", "--quiet"]);
+        }
+    }
+
+    /// Writes the objects of an append and returns the ref update to apply.
+    fn prepare_append(
+        &self,
+        writer: &WriterId,
+        events: Vec<Event>,
+    ) -> Result<(Vec<Record>, RefUpdate)> {
+        let name = format!("{LOG_PREFIX}{writer}");
+        let tips = self.log_tips()?;
+        let tip = tips.iter().find(|(n, _)| *n == name).map(|(_, id)| *id);
+        let (own, base_tree) = match tip {
+            Some(t) => self.tip_info(t)?,
+            None => (TipPosition::default(), self.empty_tree_id()),
+        };
+        // Lamport: exceed every clock this clone has seen, its own included.
+        let mut clock = own.clock;
+        for (other, id) in &tips {
+            if *other != name {
+                clock = clock.max(self.tip_position(*id).map(|p| p.clock).unwrap_or(0));
+            }
+        }
+        let time_ms = now_ms();
+        let records: Vec<Record> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| Record {
+                version: FORMAT_VERSION,
+                writer: writer.clone(),
+                seq: own.seq + i as u64 + 1,
+                clock: clock + i as u64 + 1,
+                time_ms,
+                event,
+            })
+            .collect();
+        let mut editor = self.tree_editor(base_tree)?;
+        for r in &records {
+            let bytes = serde_json::to_vec(r).expect("records always serialise");
+            let blob = self.write_blob(&bytes)?;
+            editor.upsert_blob(&event_path(r.seq, blob), blob)?;
+        }
+        let tree = editor.write()?;
+        let parents: Vec<Oid> = tip.into_iter().collect();
+        let commit = self.write_commit(&commit_message(writer, &records), tree, &parents)?;
+        let last = records.last().expect("an operation has at least one event");
+        self.remember_tip(
+            commit,
+            TipPosition {
+                seq: last.seq,
+                clock: last.clock,
+            },
+            tree,
+        );
+        let update = RefUpdate::set(
+            name,
+            commit,
+            Expected::from_read(tip),
+            &format!("orch: append {}", records.len()),
+        );
+        Ok((records, update))
+    }
+
+    /// Reads the union of all logs in global order.
+    pub fn read_log(&self) -> Result<LogView> {
+        let mut view = LogView::default();
+        let mut seen_trees: HashSet<Oid> = HashSet::new();
+        let mut seen_blobs: HashSet<Oid> = HashSet::new();
+        let mut found: Vec<(Oid, String, String, Option<u64>, String)> = Vec::new();
+        for (reference, tip) in self.log_tips()? {
+            let writer = reference.rsplit('/').next().unwrap_or_default().to_owned();
+            let tree = match self.commit_info(tip) {
+                Ok(info) => info.tree,
+                Err(e) => {
+                    view.problems.push(Problem {
+                        reference: reference.clone(),
+                        seq: None,
+                        path: tip.to_string(),
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let mut stack = vec![(tree, String::new())];
+            while let Some((tree_id, prefix)) = stack.pop() {
+                if !seen_trees.insert(tree_id) {
+                    continue;
+                }
+                let tree = match self.repo.find_tree(tree_id) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        view.problems.push(Problem {
+                            reference: reference.clone(),
+                            seq: None,
+                            path: prefix.clone(),
+                            reason: super::chain(&e),
+                        });
+                        continue;
+                    }
+                };
+                let decoded = tree
+                    .decode()
+                    .map_err(|e| StoreError::git(format!("decoding tree {tree_id}"), e))?;
+                for entry in &decoded.entries {
+                    let name = entry.filename.to_string();
+                    let path = if prefix.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{prefix}/{name}")
+                    };
+                    if entry.mode.is_tree() {
+                        stack.push((entry.oid.to_owned(), path));
+                    } else if seen_blobs.insert(entry.oid.to_owned()) {
+                        let seq = name.split('-').next().and_then(|s| s.parse().ok());
+                        found.push((
+                            entry.oid.to_owned(),
+                            reference.clone(),
+                            writer.clone(),
+                            seq,
+                            path,
+                        ));
+                    }
+                }
+            }
+        }
+        // Reading loose objects is dominated by per-file work (open, map,
+        // inflate), so the blobs are parsed on every core, each thread with
+        // its own repository handle.
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(found.len() / 512 + 1);
+        let chunk = found.len().div_ceil(threads.max(1)).max(1);
+        let results: Vec<Vec<(usize, std::result::Result<Record, String>)>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = found
+                    .chunks(chunk)
+                    .enumerate()
+                    .map(|(c, part)| {
+                        let repo = self.repo.clone();
+                        scope.spawn(move || {
+                            part.iter()
+                                .enumerate()
+                                .map(|(i, (id, _, writer, seq, _))| {
+                                    (c * chunk + i, parse_entry(&repo, *id, writer, *seq))
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("log reader thread does not panic"))
+                    .collect()
+            });
+        let mut found: Vec<_> = found.into_iter().map(Some).collect();
+        for (index, result) in results.into_iter().flatten() {
+            let (id, reference, _, seq, path) =
+                found[index].take().expect("each entry is parsed once");
+            match result {
+                Ok(record) => view.entries.push(Entry {
+                    id,
+                    reference,
+                    record,
+                }),
+                Err(reason) => view.problems.push(Problem {
+                    reference,
+                    seq,
+                    path,
+                    reason,
+                }),
+            }
+        }
+        view.entries.sort_by(|a, b| {
+            a.record
+                .order_key()
+                .cmp(&b.record.order_key())
+                .then(a.id.cmp(&b.id))
+        });
+        view.problems
+            .sort_by(|a, b| (&a.reference, a.seq).cmp(&(&b.reference, b.seq)));
+        Ok(view)
+    }
+}
+
+/// Reads and checks one event blob: it must be a record of this format,
+/// written by the writer whose log holds it, at the seq its name says.
+fn parse_entry(
+    repo: &gix::Repository,
+    id: Oid,
+    writer: &str,
+    seq: Option<u64>,
+) -> std::result::Result<Record, String> {
+    let blob = repo
+        .find_blob(id)
+        .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?;
+    let record: Record = match serde_json::from_slice(&blob.data) {
+        Ok(r) => r,
+        Err(e) => {
+            // Say why: not JSON, another format version, or a bad event.
+            let probe: serde_json::Value = serde_json::from_slice(&blob.data)
+                .map_err(|e| format!("blob {id} is not JSON: {e}"))?;
+            let version = probe.get("version").and_then(|v| v.as_u64());
+            if version != Some(u64::from(FORMAT_VERSION)) {
+                return Err(format!(
+                    "blob {id} has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
+                    version.map_or("none".into(), |v| v.to_string())
+                ));
+            }
+            return Err(format!("blob {id} is not a valid event: {e}"));
+        }
+    };
+    if record.version != FORMAT_VERSION {
+        return Err(format!(
+            "blob {id} has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
+            record.version
+        ));
+    }
+    if record.writer.as_str() != writer {
+        return Err(format!(
+            "blob {id} claims writer {} but sits in the log of {writer}",
+            record.writer
+        ));
+    }
+    if seq != Some(record.seq) {
+        return Err(format!(
+            "blob {id} claims seq {} but its file name says {seq:?}",
+            record.seq
+        ));
+    }
+    Ok(record)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_paths_fan_out_and_sort_by_seq() {
+        let blob = Oid::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
+        assert_eq!(event_path(1, blob), "ev/00/00/0000000001-01234567.json");
+        assert_eq!(event_path(256, blob), "ev/00/01/0000000256-01234567.json");
+        assert_eq!(
+            event_path(70_000, blob),
+            "ev/01/11/0000070000-01234567.json"
+        );
+    }
+
+    #[test]
+    fn trailers_round_trip() {
+        let writer = WriterId::new("abc").expect("valid");
+        let records: Vec<Record> = (1..=3)
+            .map(|i| Record {
+                version: 1,
+                writer: writer.clone(),
+                seq: 10 + i,
+                clock: 20 + i,
+                time_ms: 0,
+                event: Event::DebugMarker {
+                    label: "line\nbreak".into(),
+                    n: i,
+                },
+            })
+            .collect();
+        let msg = commit_message(&writer, &records);
+        assert!(
+            msg.lines()
+                .next()
+                .expect("subject")
+                .starts_with("3 events: debug marker line break")
+        );
+        assert_eq!(
+            parse_trailers(&msg),
+            Some(TipPosition { seq: 13, clock: 23 })
+        );
+        assert!(msg.contains("Orch-Type: debug_marker, debug_marker, debug_marker"));
+    }
+}

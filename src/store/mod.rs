@@ -1,0 +1,278 @@
+//! The git-native state store: the only module that uses gix.
+//!
+//! Everything git-orch remembers is a git object reachable from `refs/orch/*`
+//! (plus the derived `refs/notes/orch`). This module owns opening the
+//! repository, the append-only event log ([`log`]), compare-and-swap ref
+//! updates ([`refs`]), the keep ref and plan refs, notes ([`notes`]), the
+//! advisory lock ([`lock`]), configuration ([`config`]) and sharing through a
+//! remote ([`sync`]). It knows nothing of what plans or runs mean; the layers
+//! above hand it bytes and events.
+//!
+//! Every ref update states the value it expects to replace
+//! (`MustExistAndMatch` or `MustNotExist`); a lost race is redone from a
+//! fresh read, never forced.
+
+pub mod config;
+pub mod lock;
+pub mod log;
+pub mod notes;
+pub mod objects;
+pub mod refs;
+pub mod sync;
+
+use std::path::{Path, PathBuf};
+
+use crate::process::{Git, ProcessError};
+
+pub use gix::ObjectId as Oid;
+
+/// The fixed identity of every state commit, so they work in repositories
+/// without `user.name` and never borrow the user's name for machine records.
+pub const ORCH_NAME: &str = "git-orch";
+/// The e-mail half of [`ORCH_NAME`].
+pub const ORCH_EMAIL: &str = "git-orch@localhost";
+
+/// What went wrong in the store, with enough context to act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "not a git repository: {path}\nhint: run git orch inside a git repository, or create one with `git init`"
+    )]
+    NotARepository { path: PathBuf },
+    #[error(
+        "the repository at {path} stores refs in the reftable format, which git-orch does not support yet\nhint: convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`"
+    )]
+    Reftable { path: PathBuf },
+    #[error(
+        "a lock file blocks updating {reference}: {path}\nhint: if no git or git-orch process is running, a crash left it behind; remove it with `rm '{path}'` and try again"
+    )]
+    StaleLock { reference: String, path: PathBuf },
+    #[error(
+        "another git-orch process ({holder}) has held {path} for {seconds}s\nhint: wait for it to finish; if it is hung, stop that process (the lock is released when it exits)"
+    )]
+    Busy {
+        path: PathBuf,
+        holder: String,
+        seconds: u64,
+    },
+    #[error(
+        "{reference} kept changing under this update ({attempts} tries)\nhint: another process is writing to it continuously; try again"
+    )]
+    Contention { reference: String, attempts: u32 },
+    #[error("{0}")]
+    InvalidRefName(String),
+    #[error("{context}: {message}")]
+    Git { context: String, message: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error("{0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    pub(crate) fn git(context: impl Into<String>, err: impl Into<gix::Error>) -> Self {
+        let err: gix::Error = err.into();
+        StoreError::Git {
+            context: context.into(),
+            message: chain(&err),
+        }
+    }
+
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// Joins a gix error tree into one line; `{}` alone shows only the top.
+pub(crate) fn chain(err: &gix::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in err.iter_errors() {
+        let s = e.to_string();
+        if !parts.iter().any(|p| p == &s) {
+            parts.push(s);
+        }
+    }
+    if parts.is_empty() {
+        err.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// An open repository plus the paths git-orch keeps beside it.
+pub struct Store {
+    pub(crate) repo: gix::Repository,
+    common_dir: PathBuf,
+    workdir: Option<PathBuf>,
+    /// `orch.writerId`, once read or made.
+    writer: std::sync::OnceLock<crate::ids::WriterId>,
+    /// Trees this process wrote recently (see `objects::TreeEditor`).
+    recent_trees: std::sync::Mutex<std::collections::HashMap<Oid, Vec<u8>>>,
+    /// Log tip commit → (trailer position, tree), so appends do not re-read
+    /// commits they wrote or saw.
+    tips: std::sync::Mutex<std::collections::HashMap<Oid, (log::TipPosition, Oid)>>,
+}
+
+impl Store {
+    /// Opens the repository containing `start`: a main worktree, a linked
+    /// worktree or a bare repository. `GIT_DIR` is honoured like git does.
+    pub fn discover(start: &Path) -> Result<Self, StoreError> {
+        let ts = match gix::ThreadSafeRepository::discover_with_environment_overrides(start) {
+            Ok(r) => r,
+            Err(e) => {
+                let message = chain(&e);
+                if message.contains("reftable") || message.contains("refStorage") {
+                    return Err(StoreError::Reftable {
+                        path: start.to_owned(),
+                    });
+                }
+                return Err(StoreError::NotARepository {
+                    path: start.to_owned(),
+                });
+            }
+        };
+        Self::from_repo(ts.to_thread_local())
+    }
+
+    /// Opens exactly the repository at `path` (a `.git` dir, a bare repo or a
+    /// worktree), without searching upwards.
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
+        let repo = gix::open(path).map_err(|e| {
+            let message = chain(&e);
+            if message.contains("reftable") || message.contains("refStorage") {
+                StoreError::Reftable {
+                    path: path.to_owned(),
+                }
+            } else {
+                StoreError::NotARepository {
+                    path: path.to_owned(),
+                }
+            }
+        })?;
+        Self::from_repo(repo)
+    }
+
+    fn from_repo(mut repo: gix::Repository) -> Result<Self, StoreError> {
+        let common_dir = repo.common_dir().to_owned();
+        let reftable = repo
+            .config_snapshot()
+            .string("extensions.refStorage")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"reftable"))
+            || common_dir.join("reftable").is_dir();
+        if reftable {
+            return Err(StoreError::Reftable { path: common_dir });
+        }
+        // State commits, notes commits and reflog entries of orch refs all use
+        // the fixed identity; the user's own identity is never needed.
+        {
+            let mut config = repo.config_snapshot_mut();
+            for (key, value) in [
+                // git's own ref transactions hold a lock for microseconds;
+                // wait up to a second (git's default is 100 ms) so a
+                // concurrent `git gc` packing refs is not taken for a stale
+                // lock.
+                ("core.filesRefLockTimeout", "1000"),
+                ("committer.name", ORCH_NAME),
+                ("committer.email", ORCH_EMAIL),
+                ("author.name", ORCH_NAME),
+                ("author.email", ORCH_EMAIL),
+            ] {
+                config
+                    .set_raw_value(key, value)
+                    .map_err(|e| StoreError::git("setting the orch identity", e))?;
+            }
+        }
+        repo.object_cache_size_if_unset(4 * 1024 * 1024);
+        let workdir = repo.workdir().map(Path::to_owned);
+        Ok(Self {
+            repo,
+            common_dir,
+            workdir,
+            writer: std::sync::OnceLock::new(),
+            recent_trees: Default::default(),
+            tips: Default::default(),
+        })
+    }
+
+    /// The shared git directory (the main `.git` even from a linked worktree).
+    pub fn common_dir(&self) -> &Path {
+        &self.common_dir
+    }
+
+    /// `.git/orch/`: locks, caches and agent logs; deletable without losing state.
+    pub fn orch_dir(&self) -> PathBuf {
+        self.common_dir.join("orch")
+    }
+
+    /// The working tree this store was opened from, if not bare.
+    pub fn workdir(&self) -> Option<&Path> {
+        self.workdir.as_deref()
+    }
+
+    /// Whether the repository has no working tree.
+    pub fn is_bare(&self) -> bool {
+        self.workdir.is_none()
+    }
+
+    /// A `git` runner for this repository, for what gix should not do.
+    pub fn git(&self) -> Git {
+        Git::new(
+            self.workdir
+                .clone()
+                .unwrap_or_else(|| self.common_dir.clone()),
+        )
+    }
+
+    /// Reopens the repository so that configuration written by a `git`
+    /// subprocess is seen.
+    pub fn reload(&mut self) -> Result<(), StoreError> {
+        let fresh = Self::open(&self.common_dir)?;
+        let workdir = self.workdir.take();
+        *self = fresh;
+        self.workdir = workdir;
+        Ok(())
+    }
+}
+
+/// Fails with a clear message if `err` came from a ref lock left behind.
+pub(crate) fn ref_error(reference: &str, common_dir: &Path, err: gix::Error) -> StoreError {
+    let message = chain(&err);
+    if message.contains(".lock") && !err.is_conflict() {
+        // gix names the lock file; the loose ref lock is `<ref>.lock`.
+        let path = common_dir.join(format!("{reference}.lock"));
+        if path.exists() {
+            return StoreError::StaleLock {
+                reference: reference.to_owned(),
+                path,
+            };
+        }
+        let packed = common_dir.join("packed-refs.lock");
+        if packed.exists() {
+            return StoreError::StaleLock {
+                reference: reference.to_owned(),
+                path: packed,
+            };
+        }
+    }
+    StoreError::Git {
+        context: format!("updating {reference}"),
+        message,
+    }
+}
+
+/// Shortcut used across the store's submodules.
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+pub(crate) fn full_name(name: &str) -> Result<gix::refs::FullName> {
+    gix::refs::FullName::try_from(name)
+        .map_err(|e| StoreError::InvalidRefName(format!("invalid ref name {name:?}: {e}")))
+}

@@ -1,0 +1,254 @@
+//! Plain object access: blobs, trees and commits, by id.
+//!
+//! State commits are written with the fixed orch signature
+//! ([`super::ORCH_NAME`]) so they never depend on the user's identity.
+
+use super::{Oid, Result, Store, StoreError};
+
+/// A commit's fields that the layers above need, detached from gix.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    pub id: Oid,
+    pub tree: Oid,
+    pub parents: Vec<Oid>,
+    pub message: String,
+    /// Committer time, seconds since the epoch.
+    pub time: i64,
+    pub author_name: String,
+    pub author_email: String,
+}
+
+impl Store {
+    /// Writes `bytes` as a blob.
+    pub fn write_blob(&self, bytes: &[u8]) -> Result<Oid> {
+        self.write_new(gix::objs::Kind::Blob, bytes)
+            .map_err(|e| StoreError::git("writing a blob", e))
+    }
+
+    /// Writes an object that is almost certainly new (it carries a time
+    /// stamp or a fresh parent), skipping the existence check that
+    /// `Repository::write_object` makes: a `stat` per object, on the hot
+    /// path of every append. Writing an object that exists is harmless.
+    fn write_new(&self, kind: gix::objs::Kind, bytes: &[u8]) -> gix::Result<Oid> {
+        gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
+    }
+
+    /// Reads a blob's bytes.
+    pub fn read_blob(&self, id: Oid) -> Result<Vec<u8>> {
+        let blob = self
+            .repo
+            .find_blob(id)
+            .map_err(|e| StoreError::git(format!("reading blob {id}"), e))?;
+        Ok(blob.data.clone())
+    }
+
+    /// The id of the empty tree for this repository's hash kind.
+    pub fn empty_tree_id(&self) -> Oid {
+        Oid::empty_tree(self.repo.object_hash())
+    }
+
+    /// Writes a tree holding `files` (path → blob id) and nothing else.
+    pub fn write_tree(&self, files: &[(&str, Oid)]) -> Result<Oid> {
+        let mut editor = self.tree_editor(self.empty_tree_id())?;
+        for (path, id) in files {
+            editor.upsert_blob(path, *id)?;
+        }
+        editor.write()
+    }
+
+    /// An editor for trees whose paths git-orch itself chose.
+    pub(crate) fn tree_editor(&self, base: Oid) -> Result<TreeEditor<'_>> {
+        use gix::objs::FindExt;
+        let mut buf = Vec::new();
+        let root = self
+            .find_tree(&base, &mut buf)
+            .map_err(|e| StoreError::git(format!("reading tree {base}"), e))?
+            .into();
+        Ok(TreeEditor {
+            inner: gix::objs::tree::Editor::new(root, self, self.repo.object_hash()),
+            store: self,
+        })
+    }
+
+    /// Writes a commit with the orch signature. Does not move any ref.
+    pub fn write_commit(&self, message: &str, tree: Oid, parents: &[Oid]) -> Result<Oid> {
+        let sig = gix::actor::Signature {
+            name: super::ORCH_NAME.into(),
+            email: super::ORCH_EMAIL.into(),
+            time: gix::date::Time::now_utc(),
+        };
+        // Written as a plain object: `Repository::new_commit_as` would read
+        // the commit straight back from disk to return it.
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.iter().copied().collect(),
+            author: sig.clone(),
+            committer: sig,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        let mut bytes = Vec::with_capacity(512);
+        gix::objs::WriteTo::write_to(&commit, &mut bytes)
+            .expect("writing a commit to a Vec cannot fail");
+        self.write_new(gix::objs::Kind::Commit, &bytes)
+            .map_err(|e| StoreError::git("writing a commit", e))
+    }
+
+    /// Reads a commit.
+    pub fn commit_info(&self, id: Oid) -> Result<CommitInfo> {
+        let commit = self
+            .repo
+            .find_commit(id)
+            .map_err(|e| StoreError::git(format!("reading commit {id}"), e))?;
+        let decoded = commit
+            .decode()
+            .map_err(|e| StoreError::git(format!("decoding commit {id}"), e))?;
+        let author = decoded
+            .author()
+            .map_err(|e| StoreError::git(format!("decoding author of {id}"), e))?;
+        let committer = decoded
+            .committer()
+            .map_err(|e| StoreError::git(format!("decoding committer of {id}"), e))?;
+        Ok(CommitInfo {
+            id,
+            tree: decoded.tree(),
+            parents: decoded.parents().collect(),
+            message: decoded.message.to_string(),
+            time: committer.seconds(),
+            author_name: author.name.to_string(),
+            author_email: author.email.to_string(),
+        })
+    }
+
+    /// Reads the blob at `path` in the tree of `commit`, if present.
+    pub fn file_at(&self, commit: Oid, path: &str) -> Result<Option<Vec<u8>>> {
+        let tree = self.commit_info(commit)?.tree;
+        let tree = self
+            .repo
+            .find_tree(tree)
+            .map_err(|e| StoreError::git(format!("reading tree of {commit}"), e))?;
+        let entry = tree
+            .lookup_entry_by_path(path)
+            .map_err(|e| StoreError::git(format!("looking up {path} in {commit}"), e))?;
+        match entry {
+            Some(entry) if entry.mode().is_blob() => Ok(Some(self.read_blob(entry.object_id())?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Resolves a revision (`main`, `HEAD~2`, a hex id) to a commit id.
+    pub fn resolve_commit(&self, spec: &str) -> Result<Option<Oid>> {
+        let Ok(id) = self.repo.rev_parse_single(spec) else {
+            return Ok(None);
+        };
+        let Ok(object) = id.object() else {
+            return Ok(None);
+        };
+        match object.peel_to_commit() {
+            Ok(c) => Ok(Some(c.id)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Whether the object exists in the object database.
+    pub fn has_object(&self, id: Oid) -> bool {
+        self.repo.has_object(id)
+    }
+
+    /// Parses a full hex object id.
+    pub fn parse_oid(&self, hex: &str) -> Result<Oid> {
+        Oid::from_hex(hex.as_bytes())
+            .map_err(|e| StoreError::Corrupt(format!("{hex:?} is not an object id: {e}")))
+    }
+}
+
+/// Edits a tree in memory and writes the changed subtrees.
+///
+/// This is gix's plumbing editor: unlike `gix::object::tree::Editor` it does
+/// not look up every entry of every rewritten tree to check it exists. The
+/// paths come from git-orch itself (event indexes, plan files) and every
+/// blob was just written, so that check would only cost one `stat` per
+/// entry; in a log leaf with 256 events it dominated the append.
+pub(crate) struct TreeEditor<'s> {
+    inner: gix::objs::tree::Editor<'s>,
+    store: &'s Store,
+}
+
+impl TreeEditor<'_> {
+    /// Adds or replaces the blob at `path`.
+    pub fn upsert_blob(&mut self, path: &str, id: Oid) -> Result<()> {
+        self.inner
+            .upsert(path.split('/'), gix::objs::tree::EntryKind::Blob, id)
+            .map_err(|e| StoreError::Git {
+                context: format!("adding {path} to a tree"),
+                message: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    /// Whether there is an entry at `path`.
+    pub fn contains(&self, path: &str) -> bool {
+        self.inner.get(path.split('/')).is_some()
+    }
+
+    /// Writes every changed tree and returns the root's id.
+    pub fn write(&mut self) -> Result<Oid> {
+        let store = self.store;
+        self.inner
+            .write(|tree| {
+                let mut bytes = Vec::new();
+                gix::objs::WriteTo::write_to(tree, &mut bytes)
+                    .expect("writing a tree to a Vec cannot fail");
+                let id = store.write_new(gix::objs::Kind::Tree, &bytes)?;
+                store.remember_tree(id, bytes);
+                Ok::<_, gix::Error>(id)
+            })
+            .map_err(|e| StoreError::git("writing a tree", e))
+    }
+}
+
+/// How many recently written trees [`Store`] keeps in memory.
+const RECENT_TREES: usize = 256;
+
+impl Store {
+    /// Keeps the bytes of a tree just written, so the next edit of the same
+    /// tree (the next append to the log) needs no read from disk.
+    fn remember_tree(&self, id: Oid, bytes: Vec<u8>) {
+        let mut recent = self
+            .recent_trees
+            .lock()
+            .expect("cache lock is never poisoned");
+        if recent.len() >= RECENT_TREES {
+            recent.clear();
+        }
+        recent.insert(id, bytes);
+    }
+}
+
+/// Tree lookups for [`TreeEditor`]: recently written trees from memory,
+/// everything else from the object database.
+impl gix::objs::Find for Store {
+    fn try_find<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        {
+            let recent = self
+                .recent_trees
+                .lock()
+                .expect("cache lock is never poisoned");
+            if let Some(bytes) = recent.get(id) {
+                buffer.clear();
+                buffer.extend_from_slice(bytes);
+                return Ok(Some(gix::objs::Data {
+                    kind: gix::objs::Kind::Tree,
+                    object_hash: self.repo.object_hash(),
+                    data: buffer,
+                }));
+            }
+        }
+        gix::objs::Find::try_find(&self.repo.objects, id, buffer)
+    }
+}

@@ -1,0 +1,221 @@
+//! Reading refs and updating them by compare-and-swap.
+//!
+//! A [`RefUpdate`] always names the value it replaces ([`Expected`]); several
+//! updates are applied in one gix transaction, so either all of them land or
+//! none does. There is deliberately no way to say "whatever is there".
+
+use super::{Oid, Result, Store, StoreError, full_name, ref_error};
+
+/// The prefix under which all git-orch state lives.
+pub const ORCH_PREFIX: &str = "refs/orch/";
+/// Tracking copies of other clones' `refs/orch/*`, one folder per remote.
+pub const REMOTES_PREFIX: &str = "refs/orch-remotes/";
+/// One ref that keeps result commits and candidates reachable for `git gc`.
+pub const KEEP_REF: &str = "refs/orch/keep";
+/// Derived, never authoritative notes on result and landed commits.
+pub const NOTES_REF: &str = "refs/notes/orch";
+
+/// What a ref must hold for an update to apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expected {
+    /// The ref must not exist yet.
+    Absent,
+    /// The ref must point at exactly this object.
+    At(Oid),
+}
+
+impl Expected {
+    /// `At` for `Some`, `Absent` for `None`: the usual "what I read".
+    pub fn from_read(value: Option<Oid>) -> Self {
+        value.map_or(Expected::Absent, Expected::At)
+    }
+}
+
+/// One compare-and-swap ref change.
+#[derive(Debug, Clone)]
+pub struct RefUpdate {
+    /// Full ref name, e.g. `refs/orch/plans/add-auth`.
+    pub name: String,
+    /// The new value, or `None` to delete the ref.
+    pub new: Option<Oid>,
+    /// What the ref must hold now.
+    pub expected: Expected,
+    /// Reflog message.
+    pub message: String,
+}
+
+impl RefUpdate {
+    /// Sets `name` to `new` if it currently holds `expected`.
+    pub fn set(name: impl Into<String>, new: Oid, expected: Expected, message: &str) -> Self {
+        Self {
+            name: name.into(),
+            new: Some(new),
+            expected,
+            message: message.to_owned(),
+        }
+    }
+
+    /// Deletes `name` if it currently holds `old`.
+    pub fn delete(name: impl Into<String>, old: Oid, message: &str) -> Self {
+        Self {
+            name: name.into(),
+            new: None,
+            expected: Expected::At(old),
+            message: message.to_owned(),
+        }
+    }
+}
+
+/// The outcome of [`Store::apply`]: applied, or someone else moved a ref first.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    Done,
+    Conflict,
+}
+
+impl Store {
+    /// The object a ref points to (peeled to a non-tag object), if it exists.
+    pub fn ref_target(&self, name: &str) -> Result<Option<Oid>> {
+        let reference = self
+            .repo
+            .try_find_reference(name)
+            .map_err(|e| StoreError::git(format!("reading {name}"), e))?;
+        match reference {
+            None => Ok(None),
+            Some(mut r) => {
+                let id = r
+                    .peel_to_id()
+                    .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
+                Ok(Some(id.detach()))
+            }
+        }
+    }
+
+    /// All refs whose full name starts with `prefix` (which ends in `/`),
+    /// with their targets, sorted by name.
+    pub fn refs_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Oid)>> {
+        let platform = self
+            .repo
+            .references()
+            .map_err(|e| StoreError::git("listing refs", e))?;
+        let iter = platform
+            .prefixed(prefix)
+            .map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
+        let mut out = Vec::new();
+        for r in iter {
+            let mut r = r.map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
+            let name = r.name().as_bstr().to_string();
+            let id = r
+                .peel_to_id()
+                .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
+            out.push((name, id.detach()));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Applies every update atomically. `Conflict` means at least one ref no
+    /// longer held its expected value; nothing changed and the caller redoes
+    /// its whole operation from a fresh read.
+    pub fn apply(&self, updates: &[RefUpdate]) -> Result<Applied> {
+        use gix::refs::Target;
+        use gix::refs::transaction::{PreviousValue, RefEdit};
+        if updates.is_empty() {
+            return Ok(Applied::Done);
+        }
+        let mut edits = Vec::with_capacity(updates.len());
+        for u in updates {
+            if !u.name.starts_with("refs/") {
+                return Err(StoreError::InvalidRefName(format!(
+                    "refusing to update {:?}: only names under refs/ are allowed",
+                    u.name
+                )));
+            }
+            let name = full_name(&u.name)?;
+            let expected = match u.expected {
+                Expected::Absent => PreviousValue::MustNotExist,
+                Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+            };
+            edits.push(match u.new {
+                Some(new) => {
+                    RefEdit::update(name, Target::Object(new), expected, u.message.clone())
+                }
+                None => RefEdit::delete(name, expected),
+            });
+        }
+        match self.repo.edit_references(edits) {
+            Ok(_) => Ok(Applied::Done),
+            Err(e) if is_cas_conflict(&e) => Ok(Applied::Conflict),
+            Err(e) => Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        }
+    }
+
+    /// Whether `ancestor` is reachable from `descendant` (or equal to it).
+    pub fn is_ancestor(&self, ancestor: Oid, descendant: Oid) -> Result<bool> {
+        if ancestor == descendant {
+            return Ok(true);
+        }
+        let base = self
+            .repo
+            .merge_base(ancestor, descendant)
+            .map_err(|e| StoreError::git("finding a merge base", e))?;
+        Ok(base.is_some_and(|b| b.detach() == ancestor))
+    }
+
+    /// Keeps `commits` reachable from [`KEEP_REF`], so `git gc --prune=now`
+    /// never drops them. One commit per call, whose parents are the previous
+    /// keep tip and the kept commits; its tree is empty.
+    pub fn keep(&self, commits: &[Oid], why: &str) -> Result<()> {
+        if commits.is_empty() {
+            return Ok(());
+        }
+        for attempt in 0..super::log::MAX_TRIES {
+            let mut guard = self.lock(super::log::LOG_LOCK, "keeping commits")?;
+            let tip = self.ref_target(KEEP_REF)?;
+            let update = self.keep_update(tip, commits, why)?;
+            guard.intend([KEEP_REF]);
+            if self.apply(&[update])? == Applied::Done {
+                return Ok(());
+            }
+            drop(guard);
+            super::log::backoff(attempt);
+        }
+        Err(StoreError::Contention {
+            reference: KEEP_REF.into(),
+            attempts: super::log::MAX_TRIES,
+        })
+    }
+
+    /// The ref update that adds `commits` to the keep ref whose tip is `tip`,
+    /// for callers that bundle it into a larger atomic operation.
+    pub fn keep_update(&self, tip: Option<Oid>, commits: &[Oid], why: &str) -> Result<RefUpdate> {
+        let mut parents: Vec<Oid> = tip.into_iter().collect();
+        for c in commits {
+            if !parents.contains(c) {
+                parents.push(*c);
+            }
+        }
+        let empty = self.empty_tree_id();
+        let commit = self.write_commit(&format!("keep: {why}"), empty, &parents)?;
+        Ok(RefUpdate::set(
+            KEEP_REF,
+            commit,
+            Expected::from_read(tip),
+            &format!("orch: keep {why}"),
+        ))
+    }
+}
+
+/// gix reports a failed `MustExistAndMatch`/`MustNotExist` as a conflict;
+/// older paths report it through the message only.
+fn is_cas_conflict(e: &gix::Error) -> bool {
+    if e.is_conflict() {
+        return true;
+    }
+    let message = super::chain(e);
+    message.contains("should have content")
+        || message.contains("must not exist")
+        || message.contains("did not exist")
+        || message.contains("reference was supposed to exist")
+        || message.contains("previous value")
+}

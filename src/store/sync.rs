@@ -1,0 +1,239 @@
+//! Sharing state through a remote: fetch, integrate, push, repeat.
+//!
+//! Fetch and push shell out to the `git` binary so the user's SSH and
+//! credential setup applies. Fetched refs land in the tracking namespace
+//! `refs/orch-remotes/<remote>/…`; integrating then moves each local
+//! `refs/orch/…` ref forward by compare-and-swap:
+//!
+//! * missing locally → created; behind → fast-forwarded; ahead → kept (the
+//!   push sends it);
+//! * diverged → a merge commit with both sides as parents. For a log ref its
+//!   tree is the union of both event indexes, so no event is dropped; for
+//!   other refs the local tree is kept and the remote side stays reachable.
+//!
+//! Nothing is ever force-pushed. A push rejected because the remote moved
+//! meanwhile starts another round.
+
+use super::log::{LOG_PREFIX, MAX_TRIES, TipPosition, backoff, parse_trailers};
+use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
+use super::{Oid, Result, Store, StoreError};
+
+/// How many fetch-integrate-push rounds a sync makes before giving up.
+pub const MAX_ROUNDS: u32 = 10;
+
+/// What one `sync` did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SyncReport {
+    pub remote: String,
+    /// Local refs created from the remote.
+    pub created: Vec<String>,
+    /// Local refs fast-forwarded to the remote's value.
+    pub fast_forwarded: Vec<String>,
+    /// Local refs that had diverged and were merged keeping both sides.
+    pub merged: Vec<String>,
+    /// Whether the final push sent anything.
+    pub pushed: bool,
+    /// Fetch-integrate-push rounds needed.
+    pub rounds: u32,
+    /// Things the user should know (a writer id shared by two clones).
+    pub warnings: Vec<String>,
+}
+
+impl Store {
+    /// Refuses a remote name that is not a configured remote (or could be
+    /// mistaken for an option).
+    pub fn check_remote(&self, remote: &str) -> Result<()> {
+        let store = self;
+        let valid = !remote.is_empty()
+            && !remote.starts_with('-')
+            && remote
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && !remote.contains("..");
+        if !valid || store.config_get(&format!("remote.{remote}.url"))?.is_none() {
+            return Err(StoreError::Corrupt(format!(
+                "{remote:?} is not a configured remote\nhint: add it with `git remote add <name> <url>`, then run `git orch init --remote <name>`"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The remote `sync` uses when none is named: `orch.remote`, else `origin`.
+    pub fn default_remote(&self) -> Result<String> {
+        Ok(self
+            .config_get("orch.remote")?
+            .unwrap_or_else(|| "origin".into()))
+    }
+
+    /// Fetches, integrates and pushes until the remote accepts the push.
+    pub fn sync(&self, remote: &str) -> Result<SyncReport> {
+        self.check_remote(remote)?;
+        let mut report = SyncReport {
+            remote: remote.to_owned(),
+            ..Default::default()
+        };
+        for round in 1..=MAX_ROUNDS {
+            report.rounds = round;
+            self.fetch(remote)?;
+            self.integrate(remote, &mut report)?;
+            match self.push(remote)? {
+                PushOutcome::Accepted { sent } => {
+                    report.pushed |= sent;
+                    return Ok(report);
+                }
+                PushOutcome::Rejected => backoff(round),
+            }
+        }
+        Err(StoreError::Contention {
+            reference: format!("{remote} refs/orch/*"),
+            attempts: MAX_ROUNDS,
+        })
+    }
+
+    /// `git fetch` of the remote's `refs/orch/*` into the tracking namespace.
+    pub fn fetch(&self, remote: &str) -> Result<()> {
+        let refspec = format!("+{ORCH_PREFIX}*:{REMOTES_PREFIX}{remote}/*");
+        self.git().run([
+            "fetch",
+            "--quiet",
+            "--no-write-fetch-head",
+            remote,
+            &refspec,
+        ])?;
+        Ok(())
+    }
+
+    /// Brings every tracked ref of `remote` into the local `refs/orch/*`.
+    pub fn integrate(&self, remote: &str, report: &mut SyncReport) -> Result<()> {
+        let prefix = format!("{REMOTES_PREFIX}{remote}/");
+        let mut guard = self.lock(super::log::LOG_LOCK, "syncing")?;
+        let own = self.writer_id()?.map(|w| format!("{LOG_PREFIX}{w}"));
+        for (tracking, theirs) in self.refs_with_prefix(&prefix)? {
+            let local = format!("{ORCH_PREFIX}{}", &tracking[prefix.len()..]);
+            for attempt in 0..MAX_TRIES {
+                let ours = self.ref_target(&local)?;
+                let (update, kind) = match ours {
+                    None => (
+                        RefUpdate::set(&local, theirs, Expected::Absent, "orch: sync create"),
+                        &mut report.created,
+                    ),
+                    Some(o) if o == theirs || self.is_ancestor(theirs, o)? => break,
+                    Some(o) if self.is_ancestor(o, theirs)? => (
+                        RefUpdate::set(&local, theirs, Expected::At(o), "orch: sync fast-forward"),
+                        &mut report.fast_forwarded,
+                    ),
+                    Some(o) => {
+                        let merged = self.merge_diverged(&local, o, theirs)?;
+                        (
+                            RefUpdate::set(&local, merged, Expected::At(o), "orch: sync merge"),
+                            &mut report.merged,
+                        )
+                    }
+                };
+                guard.intend([update.name.as_str()]);
+                if self.apply(std::slice::from_ref(&update))? == Applied::Done {
+                    if !kind.contains(&local) {
+                        kind.push(local.clone());
+                    }
+                    break;
+                }
+                backoff(attempt);
+            }
+        }
+        if let Some(own) = own
+            && report.merged.contains(&own)
+        {
+            report.warnings.push(format!(
+                "{own} had diverged: another clone uses the same writer id (a copied .git?)\nhint: give one of the clones its own id with `git orch init --new-writer`"
+            ));
+        }
+        Ok(())
+    }
+
+    /// A merge commit of two diverged versions of `name`, keeping both.
+    fn merge_diverged(&self, name: &str, ours: Oid, theirs: Oid) -> Result<Oid> {
+        let our = self.commit_info(ours)?;
+        if !name.starts_with(LOG_PREFIX) {
+            let msg = format!("merge diverged {name}\n\nOrch-Merge: {ours} {theirs}\n");
+            return self.write_commit(&msg, our.tree, &[ours, theirs]);
+        }
+        let their = self.commit_info(theirs)?;
+        let mut editor = self.tree_editor(our.tree)?;
+        let mut stack = vec![(their.tree, String::new())];
+        while let Some((tree_id, prefix)) = stack.pop() {
+            let tree = self
+                .repo
+                .find_tree(tree_id)
+                .map_err(|e| StoreError::git(format!("reading tree {tree_id}"), e))?;
+            let decoded = tree
+                .decode()
+                .map_err(|e| StoreError::git(format!("decoding tree {tree_id}"), e))?;
+            for entry in &decoded.entries {
+                let path = if prefix.is_empty() {
+                    entry.filename.to_string()
+                } else {
+                    format!("{prefix}/{}", entry.filename)
+                };
+                if entry.mode.is_tree() {
+                    stack.push((entry.oid.to_owned(), path));
+                } else if !editor.contains(&path) {
+                    editor.upsert_blob(&path, entry.oid.to_owned())?;
+                }
+            }
+        }
+        let tree = editor.write()?;
+        let a = parse_trailers(&our.message).unwrap_or_default();
+        let b = parse_trailers(&their.message).unwrap_or_default();
+        let pos = TipPosition {
+            seq: a.seq.max(b.seq),
+            clock: a.clock.max(b.clock),
+        };
+        let writer = &name[LOG_PREFIX.len()..];
+        let msg = format!(
+            "merge diverged log of {writer}\n\nOrch-Writer: {writer}\nOrch-Seq: {}\nOrch-Clock: {}\nOrch-Events: 0\nOrch-Type: merge\nOrch-Format: {}\n",
+            pos.seq,
+            pos.clock,
+            crate::event::FORMAT_VERSION
+        );
+        self.write_commit(&msg, tree, &[ours, theirs])
+    }
+
+    /// Pushes `refs/orch/*` without force.
+    fn push(&self, remote: &str) -> Result<PushOutcome> {
+        let refspec = format!("{ORCH_PREFIX}*:{ORCH_PREFIX}*");
+        let out = self
+            .git()
+            .output(["push", "--porcelain", remote, &refspec])?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let rejected = stdout.lines().any(|l| l.starts_with('!'));
+        let sent = stdout
+            .lines()
+            .any(|l| l.starts_with(' ') || l.starts_with('+') || l.starts_with('*'));
+        if out.status.success() {
+            return Ok(PushOutcome::Accepted { sent });
+        }
+        if rejected
+            && stdout.lines().filter(|l| l.starts_with('!')).all(|l| {
+                l.contains("non-fast-forward")
+                    || l.contains("fetch first")
+                    || l.contains("stale info")
+            })
+        {
+            return Ok(PushOutcome::Rejected);
+        }
+        Err(StoreError::Process(crate::process::ProcessError::Failed {
+            command: format!("git push --porcelain {remote} {refspec}"),
+            status: out.status.to_string(),
+            stderr: format!(
+                "{}{}",
+                stdout.trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        }))
+    }
+}
+
+enum PushOutcome {
+    Accepted { sent: bool },
+    Rejected,
+}

@@ -1,0 +1,195 @@
+//! Hermetic test harness: temp repositories made with real git, and the
+//! built binary run as `git orch` through PATH with a cleared environment,
+//! fixed dates, `TZ=UTC`, no global or system git config and `HOME` inside
+//! the temp dir.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The directory holding the built `git-orch` binary.
+pub fn bin_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_git-orch"))
+        .parent()
+        .expect("binary has a parent dir")
+        .to_owned()
+}
+
+/// The repository's own folder (for fixtures).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A temp directory with a clean environment for git and git orch.
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    extra_env: Vec<(String, String)>,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    pub fn new() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("orch-test-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("home")).expect("home dir");
+        Self {
+            dir,
+            extra_env: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Adds an environment variable for every command run in this sandbox.
+    pub fn set_env(&mut self, key: &str, value: &str) {
+        self.extra_env.push((key.into(), value.into()));
+    }
+
+    /// A command with the hermetic environment, run in `cwd`.
+    pub fn command(&self, program: &str, cwd: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(cwd).env_clear();
+        let path = format!(
+            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            bin_dir().display(),
+            repo_root().join("fixtures/agents").display()
+        );
+        for (k, v) in [
+            ("PATH", path.as_str()),
+            ("HOME", &self.path().join("home").to_string_lossy()),
+            ("TZ", "UTC"),
+            ("LANG", "C"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_AUTHOR_NAME", "Test Author"),
+            ("GIT_AUTHOR_EMAIL", "author@example.com"),
+            ("GIT_COMMITTER_NAME", "Test Committer"),
+            ("GIT_COMMITTER_EMAIL", "committer@example.com"),
+            ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
+            ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
+            ("NO_COLOR", "1"),
+        ] {
+            cmd.env(k, v);
+        }
+        for (k, v) in &self.extra_env {
+            cmd.env(k, v);
+        }
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs git in `cwd` and returns stdout; panics on failure.
+    pub fn git(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self
+            .command("git", cwd)
+            .args(args)
+            .output()
+            .expect("git runs");
+        assert!(
+            out.status.success(),
+            "git {args:?} failed in {}: {}",
+            cwd.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim_end().to_owned()
+    }
+
+    /// Runs git in `cwd` and returns the whole output, success or not.
+    pub fn git_output(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.command("git", cwd)
+            .args(args)
+            .output()
+            .expect("git runs")
+    }
+
+    /// Runs `git orch <args>` in `cwd` and returns its output.
+    pub fn orch(&self, cwd: &Path, args: &[&str]) -> Output {
+        self.command("git", cwd)
+            .arg("orch")
+            .args(args)
+            .output()
+            .expect("git orch runs")
+    }
+
+    /// Runs `git orch <args>`, asserts exit 0 and returns stdout.
+    pub fn orch_ok(&self, cwd: &Path, args: &[&str]) -> String {
+        let out = self.orch(cwd, args);
+        assert!(
+            out.status.success(),
+            "git orch {args:?} exited {:?}\nstdout: {}\nstderr: {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A new repository with one commit on `main`.
+    pub fn repo(&self, name: &str) -> PathBuf {
+        let dir = self.path().join(name);
+        std::fs::create_dir_all(&dir).expect("repo dir");
+        self.git(&dir, &["init", "-q", "-b", "main"]);
+        std::fs::write(dir.join("README.md"), "hello\n").expect("write");
+        self.git(&dir, &["add", "."]);
+        self.git(&dir, &["commit", "-q", "-m", "initial"]);
+        dir
+    }
+
+    /// A bare repository to use as a shared remote.
+    pub fn bare(&self, name: &str) -> PathBuf {
+        let dir = self.path().join(name);
+        self.git(
+            self.path(),
+            &["init", "-q", "--bare", "-b", "main", &dir.to_string_lossy()],
+        );
+        dir
+    }
+
+    /// A clone of `remote` at `name`.
+    pub fn clone_of(&self, remote: &Path, name: &str) -> PathBuf {
+        let dir = self.path().join(name);
+        self.git(
+            self.path(),
+            &[
+                "clone",
+                "-q",
+                &remote.to_string_lossy(),
+                &dir.to_string_lossy(),
+            ],
+        );
+        dir
+    }
+
+    /// Every ref with its value, for "nothing changed" checks.
+    pub fn refs(&self, repo: &Path) -> String {
+        self.git(repo, &["for-each-ref", "--format=%(refname) %(objectname)"])
+    }
+}
+
+/// stdout as a string.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// stderr as a string.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Parses NDJSON output into values.
+pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
+        .collect()
+}

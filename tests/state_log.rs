@@ -1,0 +1,534 @@
+//! The event log (DESIGN.md §3, invariants 1, 6 and 8): concurrent
+//! appends, crashes mid-append, sharing through a remote, gc, and the errors
+//! a user sees when the repository is not usable.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{Sandbox, json_lines, stderr, stdout};
+
+fn log_json(sb: &Sandbox, repo: &Path) -> Vec<serde_json::Value> {
+    json_lines(&sb.orch_ok(repo, &["log", "--json"]))
+}
+
+/// Asserts every writer's seqs are exactly 1..=n, once each.
+fn assert_contiguous(events: &[serde_json::Value]) {
+    let mut by_writer: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in events {
+        by_writer
+            .entry(e["writer"].as_str().expect("writer").to_owned())
+            .or_default()
+            .push(e["seq"].as_u64().expect("seq"));
+    }
+    for (w, mut seqs) in by_writer {
+        seqs.sort_unstable();
+        let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, expected, "writer {w} has gaps or duplicates");
+    }
+}
+
+fn markers(events: &[serde_json::Value]) -> Vec<(String, u64)> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "debug_marker")
+        .map(|e| {
+            (
+                e["label"].as_str().expect("label").to_owned(),
+                e["n"].as_u64().expect("n"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn eight_processes_appending_at_once_lose_nothing() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["init"]);
+    let children: Vec<_> = (0..8)
+        .map(|i| {
+            sb.command("git", &repo)
+                .args(["orch", "debug", "append", "--count", "250"])
+                .arg(format!("--label=p{i}"))
+                .spawn()
+                .expect("spawn appender")
+        })
+        .collect();
+    for mut c in children {
+        assert!(c.wait().expect("wait").success());
+    }
+    let events = log_json(&sb, &repo);
+    let marks = markers(&events);
+    assert_eq!(marks.len(), 2000);
+    let unique: BTreeSet<_> = marks.iter().cloned().collect();
+    assert_eq!(unique.len(), 2000, "duplicated events");
+    for i in 0..8 {
+        let label = format!("p{i}");
+        let ns: Vec<u64> = marks
+            .iter()
+            .filter(|(l, _)| *l == label)
+            .map(|(_, n)| *n)
+            .collect();
+        assert_eq!(
+            ns,
+            (0..250).collect::<Vec<_>>(),
+            "{label} lost or reordered events"
+        );
+    }
+    assert_contiguous(&events);
+    // One writer per clone: every event carries the same writer id.
+    let writers: BTreeSet<_> = events.iter().map(|e| e["writer"].to_string()).collect();
+    assert_eq!(writers.len(), 1);
+}
+
+#[test]
+fn sigkill_in_the_middle_of_appending_leaves_a_readable_log() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["init"]);
+    let mut expected_before = 1; // the init event
+    for (trial, delay_ms) in [15u64, 40, 90, 160, 250].into_iter().enumerate() {
+        let mut child = sb
+            .command("git-orch", &repo)
+            .args(["debug", "append", "--count", "1000000", "--batch", "3"])
+            .arg(format!("--label=t{trial}"))
+            .spawn()
+            .expect("spawn appender");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+        let events = log_json(&sb, &repo);
+        assert!(
+            events.len() >= expected_before,
+            "events vanished after kill"
+        );
+        assert_contiguous(&events);
+        // Operations are atomic: batches of 3 land whole or not at all.
+        let mine = markers(&events)
+            .into_iter()
+            .filter(|(l, _)| *l == format!("t{trial}"))
+            .count();
+        assert_eq!(mine % 3, 0, "a torn operation is visible");
+        // The next append succeeds and continues the sequence.
+        sb.orch_ok(&repo, &["debug", "append", "--label", "after"]);
+        let after = log_json(&sb, &repo);
+        assert_eq!(after.len(), events.len() + 1);
+        assert_contiguous(&after);
+        expected_before = after.len();
+    }
+}
+
+fn shared_pair(sb: &Sandbox) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let seed = sb.repo("seed");
+    let remote = sb.bare("remote.git");
+    sb.git(&seed, &["push", "-q", &remote.to_string_lossy(), "main"]);
+    let a = sb.clone_of(&remote, "a");
+    let b = sb.clone_of(&remote, "b");
+    sb.orch_ok(&a, &["init", "--remote", "origin"]);
+    sb.orch_ok(&b, &["init", "--remote", "origin"]);
+    (remote, a, b)
+}
+
+#[test]
+fn two_clones_sync_to_the_identical_journal() {
+    let sb = Sandbox::new();
+    let (_remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(&a, &["debug", "append", "--label", "a", "--count", "5"]);
+    sb.orch_ok(&b, &["debug", "append", "--label", "b", "--count", "7"]);
+    sb.orch_ok(&a, &["sync"]);
+    sb.orch_ok(&b, &["sync"]);
+    sb.orch_ok(&a, &["sync"]);
+    let la = sb.orch_ok(&a, &["log", "--json"]);
+    let lb = sb.orch_ok(&b, &["log", "--json"]);
+    assert_eq!(la, lb, "clones disagree on the journal");
+    let events = json_lines(&la);
+    assert_eq!(markers(&events).len(), 12);
+    assert_eq!(events.len(), 14, "two init events plus 12 markers");
+    // Lamport order: b synced a's events before its own next append, so an
+    // event appended by b after syncing sorts after all of a's.
+    sb.orch_ok(&b, &["debug", "append", "--label", "b-late"]);
+    let lb = log_json(&sb, &b);
+    assert_eq!(lb.last().expect("event")["label"], "b-late");
+    // A plain `git push`/`git fetch` carries the state too (refspecs from init).
+    sb.git(&b, &["push", "-q"]);
+    sb.git(&a, &["fetch", "-q"]);
+    let la = log_json(&sb, &a);
+    assert_eq!(la.last().expect("event")["label"], "b-late");
+}
+
+#[test]
+fn a_diverged_writer_ref_is_merged_keeping_both_sides() {
+    let sb = Sandbox::new();
+    let (_remote, a, _b) = shared_pair(&sb);
+    sb.orch_ok(
+        &a,
+        &["debug", "append", "--label", "common", "--count", "2"],
+    );
+    sb.orch_ok(&a, &["sync"]);
+    // A copied .git: the same writer id now writes in two places.
+    let copy = sb.path().join("a-copy");
+    let status = std::process::Command::new("cp")
+        .args(["-a", &a.to_string_lossy(), &copy.to_string_lossy()])
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    sb.orch_ok(&a, &["debug", "append", "--label", "left", "--count", "3"]);
+    sb.orch_ok(
+        &copy,
+        &["debug", "append", "--label", "right", "--count", "4"],
+    );
+    sb.orch_ok(&a, &["sync"]);
+    let out = sb.orch(&copy, &["sync"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--new-writer"), "{}", stderr(&out));
+    sb.orch_ok(&a, &["sync"]);
+    let la = sb.orch_ok(&a, &["log", "--json"]);
+    let lc = sb.orch_ok(&copy, &["log", "--json"]);
+    assert_eq!(la, lc);
+    let marks = markers(&json_lines(&la));
+    for (label, n) in [("common", 2), ("left", 3), ("right", 4)] {
+        assert_eq!(
+            marks.iter().filter(|(l, _)| l == label).count(),
+            n,
+            "{label} events lost in the merge"
+        );
+    }
+    // Giving the copy its own id ends the divergence.
+    sb.orch_ok(&copy, &["init", "--new-writer"]);
+    sb.orch_ok(&copy, &["debug", "append", "--label", "own"]);
+    let events = log_json(&sb, &copy);
+    let writer_of = |label: &str| {
+        events
+            .iter()
+            .find(|e| e["label"] == label)
+            .map(|e| e["writer"].as_str().expect("w").to_owned())
+            .expect("event")
+    };
+    assert_ne!(writer_of("own"), writer_of("common"));
+    assert_eq!(events.last().expect("event")["label"], "own");
+}
+
+#[test]
+fn a_server_ref_rewound_by_force_push_loses_nothing_locally() {
+    let sb = Sandbox::new();
+    let (remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(&a, &["debug", "append", "--label", "x", "--count", "6"]);
+    sb.orch_ok(&a, &["sync"]);
+    sb.orch_ok(&b, &["sync"]);
+    sb.orch_ok(&a, &["sync"]);
+    let writer = sb.git(&a, &["config", "orch.writerId"]);
+    let log_ref = format!("refs/orch/log/{writer}");
+    let before = sb.orch_ok(&a, &["log", "--json"]);
+    // Someone rewinds the server's copy of a's log by three commits.
+    sb.git(&remote, &["update-ref", &log_ref, &format!("{log_ref}~3")]);
+    sb.orch_ok(&b, &["sync"]);
+    sb.orch_ok(&a, &["sync"]);
+    assert_eq!(sb.orch_ok(&a, &["log", "--json"]), before);
+    assert_eq!(sb.orch_ok(&b, &["log", "--json"]), before);
+    // The server holds the full log again.
+    assert_eq!(
+        sb.git(&remote, &["rev-parse", &log_ref]),
+        sb.git(&a, &["rev-parse", &log_ref])
+    );
+}
+
+#[test]
+fn gc_and_pack_refs_lose_nothing_and_change_no_output() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["init"]);
+    sb.orch_ok(&repo, &["debug", "append", "--count", "40", "--batch", "4"]);
+    // A commit referenced only by the keep ref.
+    sb.git(&repo, &["checkout", "-q", "-b", "scratch"]);
+    std::fs::write(repo.join("kept.txt"), "kept\n").expect("write");
+    sb.git(&repo, &["add", "kept.txt"]);
+    sb.git(&repo, &["commit", "-q", "-m", "kept"]);
+    let kept = sb.git(&repo, &["rev-parse", "HEAD"]);
+    sb.git(&repo, &["checkout", "-q", "main"]);
+    {
+        let store = git_orch::store::Store::open(&repo).expect("open");
+        let id = store.parse_oid(&kept).expect("oid");
+        store.keep(&[id], "test").expect("keep");
+    }
+    sb.git(&repo, &["branch", "-q", "-D", "scratch"]);
+    let before = sb.orch_ok(&repo, &["log", "--json"]);
+    sb.git(
+        &repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
+    sb.git(&repo, &["pack-refs", "--all"]);
+    assert_eq!(sb.orch_ok(&repo, &["log", "--json"]), before);
+    assert_eq!(sb.git(&repo, &["cat-file", "-t", &kept]), "commit");
+    // Appending still works with packed refs, and continues the sequence.
+    sb.orch_ok(&repo, &["debug", "append"]);
+    let events = log_json(&sb, &repo);
+    assert_eq!(events.len(), json_lines(&before).len() + 1);
+    assert_contiguous(&events);
+}
+
+#[test]
+fn works_from_a_linked_worktree_and_in_a_bare_repository() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    let wt = sb.path().join("wt");
+    sb.git(
+        &repo,
+        &["worktree", "add", "-q", &wt.to_string_lossy(), "-b", "side"],
+    );
+    sb.orch_ok(&wt, &["debug", "append", "--label", "from-worktree"]);
+    let events = log_json(&sb, &repo);
+    assert_eq!(markers(&events), vec![("from-worktree".to_owned(), 0)]);
+    assert!(
+        repo.join(".git/orch/lock").exists(),
+        "lock lives in the common dir"
+    );
+    let bare = sb.bare("b.git");
+    sb.orch_ok(&bare, &["init"]);
+    sb.orch_ok(&bare, &["debug", "append", "--label", "bare"]);
+    assert_eq!(markers(&log_json(&sb, &bare)).len(), 1);
+}
+
+#[test]
+fn init_is_idempotent() {
+    let sb = Sandbox::new();
+    let (_remote, a, _b) = shared_pair(&sb);
+    let config_before = sb.git(&a, &["config", "--local", "--list"]);
+    let events_before = log_json(&sb, &a).len();
+    let out = sb.orch(&a, &["init", "--remote", "origin"]);
+    assert!(out.status.success());
+    assert!(stderr(&out).contains("nothing changed"), "{}", stderr(&out));
+    assert_eq!(sb.git(&a, &["config", "--local", "--list"]), config_before);
+    assert_eq!(log_json(&sb, &a).len(), events_before);
+    let fetch = sb.git(&a, &["config", "--get-all", "remote.origin.fetch"]);
+    assert_eq!(
+        fetch.matches("refs/orch-remotes/origin").count(),
+        1,
+        "{fetch}"
+    );
+    let push = sb.git(&a, &["config", "--get-all", "remote.origin.push"]);
+    assert_eq!(
+        push.lines().collect::<Vec<_>>(),
+        ["refs/orch/*:refs/orch/*", "HEAD"]
+    );
+    assert_eq!(sb.git(&a, &["config", "core.logAllRefUpdates"]), "always");
+}
+
+#[test]
+fn log_limit_and_a_closed_pipe() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["debug", "append", "--count", "10"]);
+    let last3 = json_lines(&sb.orch_ok(&repo, &["log", "--json", "--limit", "3"]));
+    assert_eq!(
+        last3
+            .iter()
+            .map(|e| e["n"].as_u64().expect("n"))
+            .collect::<Vec<_>>(),
+        [7, 8, 9]
+    );
+    let human = sb.orch_ok(&repo, &["log"]);
+    assert_eq!(human.lines().count(), 10);
+    assert!(human.lines().all(|l| l.contains("debug_marker")), "{human}");
+    // `git orch log | head -1` exits 0 although the reader went away early.
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--count", "3000", "--batch", "500"],
+    );
+    let mut child = sb
+        .command("git-orch", &repo)
+        .arg("log")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("log");
+    {
+        use std::io::BufRead;
+        let mut first = String::new();
+        let mut reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        reader.read_line(&mut first).expect("one line");
+        assert!(first.contains("debug_marker"));
+    }
+    assert!(
+        child.wait().expect("wait").success(),
+        "a closed pipe is not an error"
+    );
+}
+
+#[test]
+fn log_follow_prints_new_events() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["debug", "append", "--label", "first"]);
+    let mut child = sb
+        .command("git-orch", &repo)
+        .args(["log", "--json", "--follow"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("follow");
+    std::thread::sleep(Duration::from_millis(400));
+    sb.orch_ok(&repo, &["debug", "append", "--label", "second"]);
+    std::thread::sleep(Duration::from_millis(800));
+    child.kill().expect("stop follow");
+    let out = child.wait_with_output().expect("output");
+    let labels: Vec<String> = json_lines(&stdout(&out))
+        .iter()
+        .map(|e| e["label"].as_str().expect("label").to_owned())
+        .collect();
+    assert_eq!(labels, ["first", "second"]);
+}
+
+fn assert_refused(out: &std::process::Output, needles: &[&str]) {
+    assert_eq!(out.status.code(), Some(1), "stderr: {}", stderr(out));
+    let err = stderr(out);
+    for n in needles {
+        assert!(err.contains(n), "expected {n:?} in: {err}");
+    }
+}
+
+#[test]
+fn not_a_repository_is_refused_clearly() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("plain");
+    std::fs::create_dir_all(&dir).expect("dir");
+    for args in [&["log"][..], &["init"], &["debug", "append"]] {
+        let out = sb.orch(&dir, args);
+        assert_refused(&out, &["not a git repository", "hint:", "git init"]);
+    }
+    assert_eq!(
+        std::fs::read_dir(&dir).expect("ls").count(),
+        0,
+        "wrote files"
+    );
+}
+
+#[test]
+fn a_reftable_repository_is_refused_clearly() {
+    let sb = Sandbox::new();
+    let dir = sb.path().join("rt");
+    let out = sb.git_output(
+        sb.path(),
+        &[
+            "init",
+            "-q",
+            "--ref-format=reftable",
+            &dir.to_string_lossy(),
+        ],
+    );
+    if !out.status.success() {
+        eprintln!("this git cannot make reftable repositories; skipping");
+        return;
+    }
+    for args in [&["log"][..], &["init"], &["debug", "append"]] {
+        let out = sb.orch(&dir, args);
+        assert_refused(&out, &["reftable", "git refs migrate"]);
+    }
+    assert!(!dir.join(".git/orch").exists(), "wrote state");
+}
+
+#[test]
+fn a_corrupt_event_is_reported_with_ref_and_seq_and_the_rest_stays_readable() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["debug", "append", "--count", "3"]);
+    let writer = sb.git(&repo, &["config", "orch.writerId"]);
+    let log_ref = format!("refs/orch/log/{writer}");
+    // Replace the blob of seq 2 with garbage, by hand, as a damaged copy would.
+    let listing = sb.git(&repo, &["ls-tree", "-r", &log_ref]);
+    let line = listing
+        .lines()
+        .find(|l| l.contains("/0000000002-"))
+        .expect("seq 2 entry");
+    let path = line.split('\t').nth(1).expect("path");
+    let bad = sb
+        .command("git", &repo)
+        .args(["hash-object", "-w", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().expect("stdin").write_all(b"{not json")?;
+            c.wait_with_output()
+        })
+        .expect("hash-object");
+    let bad = String::from_utf8_lossy(&bad.stdout).trim().to_owned();
+    let index = sb.path().join("tmp-index");
+    let idx = index.to_string_lossy().to_string();
+    let with_index = |args: &[&str]| {
+        let out = sb
+            .command("git", &repo)
+            .env("GIT_INDEX_FILE", &idx)
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).trim().to_owned()
+    };
+    with_index(&["read-tree", &log_ref]);
+    with_index(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{bad},{path}"),
+    ]);
+    let tree = with_index(&["write-tree"]);
+    let msg = sb.git(&repo, &["log", "-1", "--format=%B", &log_ref]);
+    let commit = sb
+        .command("git", &repo)
+        .args(["commit-tree", &tree, "-p", &log_ref, "-m", &msg])
+        .output()
+        .expect("commit-tree");
+    let commit = stdout(&commit).trim().to_owned();
+    sb.git(&repo, &["update-ref", &log_ref, &commit]);
+
+    let refs_before = sb.refs(&repo);
+    let out = sb.orch(&repo, &["log", "--json"]);
+    assert_refused(&out, &[&log_ref, "seq 2", "hint:", "git orch sync"]);
+    let shown = json_lines(&stdout(&out));
+    assert_eq!(
+        shown
+            .iter()
+            .map(|e| e["seq"].as_u64().expect("seq"))
+            .collect::<Vec<_>>(),
+        [1, 3],
+        "the readable events are still shown"
+    );
+    assert_eq!(sb.refs(&repo), refs_before, "reading wrote something");
+}
+
+#[test]
+fn a_stale_ref_lock_is_named_with_the_fix() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(&repo, &["debug", "append"]);
+    let writer = sb.git(&repo, &["config", "orch.writerId"]);
+    let lock = repo.join(format!(".git/refs/orch/log/{writer}.lock"));
+    std::fs::write(&lock, "").expect("lock");
+    let before = sb.refs(&repo);
+    let out = sb.orch(&repo, &["debug", "append"]);
+    assert_refused(&out, &["lock file", &lock.to_string_lossy(), "rm '"]);
+    assert_eq!(sb.refs(&repo), before);
+    std::fs::remove_file(&lock).expect("rm");
+    sb.orch_ok(&repo, &["debug", "append"]);
+}
+
+#[test]
+fn sync_refuses_an_unknown_or_option_like_remote() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    for remote in ["nope", "--upload-pack=touch /tmp/x", "../x"] {
+        let out = sb.orch(&repo, &["sync", "--", remote]);
+        assert_refused(&out, &["not a configured remote", "git remote add"]);
+    }
+    let out = sb.orch(&repo, &["init", "--remote", "nope"]);
+    assert_refused(&out, &["not a configured remote"]);
+}
