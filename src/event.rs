@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::WriterId;
+use crate::ids::{PlanId, WriterId};
 
 /// The envelope format this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
@@ -53,9 +53,44 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         remote: Option<String>,
     },
+    /// A plan revision was stored under `refs/orch/plans/<plan_id>`.
+    PlanAdded {
+        plan_id: PlanId,
+        /// 1 for a new plan, then 2, 3, …
+        revision: u32,
+        /// `blake3:<hex>` of the canonical plan bytes.
+        hash: String,
+        /// The plan revision commit.
+        commit: String,
+        subtasks: usize,
+    },
+    /// A decision on a plan revision was recorded under
+    /// `refs/orch/approvals/<plan_id>`.
+    ApprovalRecorded {
+        plan_id: PlanId,
+        revision: u32,
+        /// The plan hash the decision is bound to.
+        hash: String,
+        decision: Decision,
+        approver: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// Whether the approval commit carries a gpg/ssh signature.
+        signed: bool,
+        /// The approval commit.
+        commit: String,
+    },
     /// A diagnostic marker written by `git orch debug append`; used by the
     /// concurrency tests and benchmarks, harmless in a real log.
     DebugMarker { label: String, n: u64 },
+}
+
+/// A human decision on a plan revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Approve,
+    Revise,
 }
 
 impl Event {
@@ -63,6 +98,8 @@ impl Event {
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Initialized { .. } => "initialized",
+            Event::PlanAdded { .. } => "plan_added",
+            Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
         }
     }
@@ -72,6 +109,26 @@ impl Event {
         match self {
             Event::Initialized { remote: Some(r) } => format!("initialized, sharing through {r}"),
             Event::Initialized { remote: None } => "initialized".into(),
+            Event::PlanAdded {
+                plan_id,
+                revision,
+                subtasks,
+                ..
+            } => format!("plan {plan_id} revision {revision} added ({subtasks} subtasks)"),
+            Event::ApprovalRecorded {
+                plan_id,
+                revision,
+                decision,
+                approver,
+                ..
+            } => match decision {
+                Decision::Approve => {
+                    format!("plan {plan_id} revision {revision} approved by {approver}")
+                }
+                Decision::Revise => format!(
+                    "plan {plan_id} revision {revision} sent back for revision by {approver}"
+                ),
+            },
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
         }
     }

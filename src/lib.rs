@@ -4,8 +4,11 @@
 //! `process`, `ids`, `event` → `store` (the only user of gix) → domain
 //! modules → `cli` (the only code that prints).
 
+pub mod approval;
 pub mod cli;
+pub mod config;
 pub mod event;
 pub mod ids;
+pub mod plan;
 pub mod process;
 pub mod store;

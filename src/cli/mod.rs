@@ -5,10 +5,12 @@
 //! result. Errors become a [`CommandError`] carrying the exit code of
 //! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
 
+pub mod approve;
 pub mod debug;
 pub mod init;
 pub mod log;
 pub mod output;
+pub mod plan;
 pub mod sync;
 
 use std::path::PathBuf;
@@ -92,6 +94,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Init(init::InitArgs),
+    Plan(plan::PlanArgs),
+    Approve(approve::ApproveArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     #[command(hide = true)]
@@ -137,6 +141,8 @@ pub fn main() -> u8 {
 fn dispatch(cli: &Cli) -> CommandResult {
     match &cli.command {
         Command::Init(args) => init::run(cli, args),
+        Command::Plan(args) => plan::run(cli, args),
+        Command::Approve(args) => approve::run(cli, args),
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),

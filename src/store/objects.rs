@@ -16,6 +16,9 @@ pub struct CommitInfo {
     pub time: i64,
     pub author_name: String,
     pub author_email: String,
+    /// Whether the commit carries a gpg/ssh signature header (not whether
+    /// it verifies; see [`Store::signature_valid`]).
+    pub signed: bool,
 }
 
 impl Store {
@@ -95,6 +98,31 @@ impl Store {
             .map_err(|e| StoreError::git("writing a commit", e))
     }
 
+    /// Writes a commit signed with the user's git signing setup (gpg or
+    /// ssh, `user.signingKey`, `gpg.format`): `git commit-tree -S`. The
+    /// committer is the user, since the signature is theirs.
+    pub fn write_signed_commit(&self, message: &str, tree: Oid, parents: &[Oid]) -> Result<Oid> {
+        let mut args = vec!["commit-tree".to_owned(), "-S".into(), tree.to_string()];
+        for p in parents {
+            args.push("-p".into());
+            args.push(p.to_string());
+        }
+        args.push("-m".into());
+        args.push(message.to_owned());
+        let out = self.git().run(&args).map_err(|e| {
+            StoreError::Corrupt(format!(
+                "signing failed: {e}\nhint: set up commit signing first (`git config user.signingKey …`, and `gpg.format ssh` for ssh keys), or approve without --sign"
+            ))
+        })?;
+        self.parse_oid(out.trim())
+    }
+
+    /// Whether `commit` carries a signature that `git verify-commit` accepts.
+    pub fn signature_valid(&self, commit: Oid) -> Result<bool> {
+        let out = self.git().output(["verify-commit", &commit.to_string()])?;
+        Ok(out.status.success())
+    }
+
     /// Reads a commit.
     pub fn commit_info(&self, id: Oid) -> Result<CommitInfo> {
         let commit = self
@@ -118,6 +146,10 @@ impl Store {
             time: committer.seconds(),
             author_name: author.name.to_string(),
             author_email: author.email.to_string(),
+            signed: decoded
+                .extra_headers
+                .iter()
+                .any(|(k, _)| *k == "gpgsig" || *k == "gpgsig-sha256"),
         })
     }
 
@@ -135,6 +167,42 @@ impl Store {
             Some(entry) if entry.mode().is_blob() => Ok(Some(self.read_blob(entry.object_id())?)),
             _ => Ok(None),
         }
+    }
+
+    /// Every file path (blobs, executables, symlinks, submodules) in the
+    /// tree of `commit`, sorted as git sorts them.
+    pub fn tree_paths(&self, commit: Oid) -> Result<Vec<String>> {
+        let tree = self.commit_info(commit)?.tree;
+        self.paths_in_tree(tree)
+    }
+
+    /// Every non-tree path under the tree `tree`.
+    pub fn paths_in_tree(&self, tree: Oid) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        let mut stack = vec![(tree, String::new())];
+        while let Some((id, prefix)) = stack.pop() {
+            let tree = self
+                .repo
+                .find_tree(id)
+                .map_err(|e| StoreError::git(format!("reading tree {id}"), e))?;
+            let decoded = tree
+                .decode()
+                .map_err(|e| StoreError::git(format!("decoding tree {id}"), e))?;
+            for entry in &decoded.entries {
+                let path = if prefix.is_empty() {
+                    entry.filename.to_string()
+                } else {
+                    format!("{prefix}/{}", entry.filename)
+                };
+                if entry.mode.is_tree() {
+                    stack.push((entry.oid.to_owned(), path));
+                } else {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Resolves a revision (`main`, `HEAD~2`, a hex id) to a commit id.

@@ -1,0 +1,344 @@
+//! Project settings: `.orch/config` (committed, git-config syntax) with the
+//! repository's `orch.*` keys on top, turned into typed values with
+//! defaults.
+//!
+//! Reading is strict where a typo would silently change behaviour (a gate
+//! mode, a number) and names the section and key in the error. Unknown keys
+//! are ignored so that a newer `.orch/config` still works with an older
+//! git-orch.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::plan::format::GateMode;
+use crate::store::config::{ConfigValues, Section};
+
+/// A gate as configured in `[gate "NAME"]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GateConfig {
+    pub name: String,
+    /// Command to run; `None` for built-in gates.
+    pub run: Option<String>,
+    pub mode: GateMode,
+    pub timeout: Duration,
+}
+
+/// Thresholds of the circuit breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breaker {
+    /// Consecutive agent failures (crashes, timeouts) before stopping.
+    pub consecutive_failures: u32,
+    /// Retries across the whole run before stopping.
+    pub total_retries: u32,
+    /// Consecutive attempts that changed nothing before stopping.
+    pub consecutive_empty: u32,
+}
+
+/// Every setting git-orch reads, with defaults applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Most attempts running at once.
+    pub cap: usize,
+    /// Default target branch.
+    pub target: Option<String>,
+    /// Where attempt worktrees go (default: beside the repository).
+    pub worktree_root: Option<PathBuf>,
+    /// Default agent name.
+    pub agent: Option<String>,
+    /// Agents tried, in order, when the chosen one is unavailable.
+    pub fallback: Vec<String>,
+    /// Agent timeout.
+    pub timeout: Duration,
+    /// Retry budget per task.
+    pub retries: u32,
+    pub breaker: Breaker,
+    /// Extra pinch globs and built-in ones switched off.
+    pub pinch_paths: Vec<String>,
+    pub pinch_ignore: Vec<String>,
+    /// Command gates and built-in gate settings, by name.
+    pub gates: BTreeMap<String, GateConfig>,
+    /// Raw `[agent "NAME"]` sections, for the agent adapters.
+    pub agents: BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    /// `[setup] run`: a command run in every new attempt worktree.
+    pub setup: Option<String>,
+    /// First port of the range attempt port blocks are taken from.
+    pub port_base: u16,
+    /// Number of ports in that range.
+    pub port_span: u16,
+    /// Whether `approve verify` requires a valid signature.
+    pub require_signed_approvals: bool,
+    /// Merge strategy for the queue.
+    pub merge_strategy: Option<String>,
+    /// Speculative batch size of the merge queue (1 = no batching).
+    pub merge_batch: usize,
+    /// Branches the pre-push hook protects.
+    pub protected: Vec<String>,
+    /// Reviewer gate must use a different agent than the writer.
+    pub reviewer_independent: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            cap: 4,
+            target: None,
+            worktree_root: None,
+            agent: None,
+            fallback: Vec::new(),
+            timeout: Duration::from_secs(30 * 60),
+            retries: 2,
+            breaker: Breaker {
+                consecutive_failures: 5,
+                total_retries: 20,
+                consecutive_empty: 3,
+            },
+            pinch_paths: Vec::new(),
+            pinch_ignore: Vec::new(),
+            gates: BTreeMap::new(),
+            agents: BTreeMap::new(),
+            setup: None,
+            port_base: 20_000,
+            port_span: 20_000,
+            require_signed_approvals: false,
+            merge_strategy: None,
+            merge_batch: 1,
+            protected: Vec::new(),
+            reviewer_independent: true,
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {message}")]
+pub struct ConfigError {
+    pub origin: String,
+    pub message: String,
+}
+
+fn err(section: &Section, key: &str, message: String) -> ConfigError {
+    let origin = match &section.subsection {
+        Some(s) => format!("[{} \"{s}\"] {key}", section.name),
+        None => format!("[{}] {key}", section.name),
+    };
+    ConfigError { origin, message }
+}
+
+fn number<T: std::str::FromStr>(section: &Section, key: &str) -> Result<Option<T>, ConfigError> {
+    match section.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| err(section, key, format!("{v:?} is not a valid number"))),
+    }
+}
+
+fn boolean(section: &Section, key: &str) -> Result<Option<bool>, ConfigError> {
+    match section.get(key).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(None),
+        // A bare `key` line in git config means true.
+        Some(v) if matches!(v.as_str(), "" | "true" | "yes" | "on" | "1") => Ok(Some(true)),
+        Some(v) if matches!(v.as_str(), "false" | "no" | "off" | "0") => Ok(Some(false)),
+        Some(v) => Err(err(section, key, format!("{v:?} is not true or false"))),
+    }
+}
+
+/// Parses a duration: seconds, or a number with `s`, `m` or `h`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let t = text.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        "s" | "" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "ms" => return Some(Duration::from_millis(n)),
+        _ => return None,
+    };
+    Some(Duration::from_secs(secs))
+}
+
+fn duration(section: &Section, key: &str) -> Result<Option<Duration>, ConfigError> {
+    match section.get(key) {
+        None => Ok(None),
+        Some(v) => parse_duration(v).map(Some).ok_or_else(|| {
+            err(
+                section,
+                key,
+                format!("{v:?} is not a duration (e.g. 900, 15m, 2h)"),
+            )
+        }),
+    }
+}
+
+fn gate_mode(section: &Section) -> Result<Option<GateMode>, ConfigError> {
+    match section.get("mode").map(str::trim) {
+        None => Ok(None),
+        Some("block") => Ok(Some(GateMode::Block)),
+        Some("warn") => Ok(Some(GateMode::Warn)),
+        Some("skip") => Ok(Some(GateMode::Skip)),
+        Some(v) => Err(err(
+            section,
+            "mode",
+            format!("{v:?} is not a gate mode; use block, warn or skip"),
+        )),
+    }
+}
+
+impl Settings {
+    /// Typed settings from parsed config values.
+    pub fn from_values(values: &ConfigValues) -> Result<Self, ConfigError> {
+        let mut s = Settings::default();
+        if let Some(orch) = values.section("orch", None) {
+            if let Some(cap) = number::<usize>(orch, "cap")? {
+                if cap == 0 {
+                    return Err(err(orch, "cap", "must be at least 1".into()));
+                }
+                s.cap = cap;
+            }
+            s.target = orch.get("target").map(str::to_owned);
+            s.worktree_root = orch.get("worktreeroot").map(PathBuf::from);
+            s.agent = orch.get("agent").map(str::to_owned);
+            if let Some(f) = orch.values.get("fallback") {
+                s.fallback = f
+                    .iter()
+                    .flat_map(|v| v.split([',', ' ']))
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+            }
+            if let Some(t) = duration(orch, "timeout")? {
+                s.timeout = t;
+            }
+            if let Some(r) = number(orch, "retries")? {
+                s.retries = r;
+            }
+            if let Some(v) = number(orch, "portbase")? {
+                s.port_base = v;
+            }
+            if let Some(v) = number(orch, "portspan")? {
+                s.port_span = v;
+            }
+            if let Some(v) = boolean(orch, "requiresignedapprovals")? {
+                s.require_signed_approvals = v;
+            }
+            s.merge_strategy = orch.get("mergestrategy").map(str::to_owned);
+            if let Some(v) = number::<usize>(orch, "mergebatch")? {
+                s.merge_batch = v.max(1);
+            }
+            if let Some(p) = orch.values.get("protect") {
+                s.protected = p.clone();
+            }
+            if let Some(v) = boolean(orch, "reviewerindependent")? {
+                s.reviewer_independent = v;
+            }
+        }
+        if let Some(b) = values.section("breaker", None) {
+            if let Some(v) = number(b, "consecutivefailures")? {
+                s.breaker.consecutive_failures = v;
+            }
+            if let Some(v) = number(b, "totalretries")? {
+                s.breaker.total_retries = v;
+            }
+            if let Some(v) = number(b, "consecutiveempty")? {
+                s.breaker.consecutive_empty = v;
+            }
+        }
+        if let Some(p) = values.section("pinch", None) {
+            s.pinch_paths = p.values.get("path").cloned().unwrap_or_default();
+            s.pinch_ignore = p.values.get("ignore").cloned().unwrap_or_default();
+            for g in &s.pinch_paths {
+                crate::plan::glob::compile(g)
+                    .map_err(|e| err(p, "path", format!("glob {g:?} does not compile: {e}")))?;
+            }
+        }
+        if let Some(setup) = values.section("setup", None) {
+            s.setup = setup.get("run").map(str::to_owned);
+        }
+        for g in values.subsections("gate") {
+            let name = g.subsection.clone().expect("subsections have names");
+            crate::ids::check("gate", &name).map_err(|e| err(g, "name", e.to_string()))?;
+            let gate = GateConfig {
+                run: g.get("run").map(str::to_owned),
+                mode: gate_mode(g)?.unwrap_or(GateMode::Block),
+                timeout: duration(g, "timeout")?.unwrap_or(Duration::from_secs(900)),
+                name: name.clone(),
+            };
+            s.gates.insert(name, gate);
+        }
+        for a in values.subsections("agent") {
+            let name = a.subsection.clone().expect("subsections have names");
+            s.agents.insert(name, a.values.clone());
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::config::parse_config;
+
+    #[test]
+    fn reads_every_section_with_defaults() {
+        let text = br#"
+[orch]
+    cap = 3
+    target = main
+    timeout = 15m
+[gate "test"]
+    run = cargo test
+    mode = warn
+    timeout = 900
+[agent "claude"]
+    kind = claude
+    args = --max-turns
+    args = 30
+[setup]
+    run = npm ci
+[pinch]
+    path = schema/**
+"#;
+        let v = parse_config(text, "test").expect("parses");
+        let s = Settings::from_values(&v).expect("valid");
+        assert_eq!(s.cap, 3);
+        assert_eq!(s.timeout, Duration::from_secs(900));
+        let g = &s.gates["test"];
+        assert_eq!(g.mode, GateMode::Warn);
+        assert_eq!(g.run.as_deref(), Some("cargo test"));
+        assert_eq!(s.agents["claude"]["args"], ["--max-turns", "30"]);
+        assert_eq!(s.setup.as_deref(), Some("npm ci"));
+        assert_eq!(s.pinch_paths, ["schema/**"]);
+        assert_eq!(s.retries, 2);
+    }
+
+    #[test]
+    fn typos_that_change_behaviour_are_errors() {
+        for bad in [
+            "[gate \"x\"]\nmode = blocking\n",
+            "[orch]\ncap = many\n",
+            "[orch]\ncap = 0\n",
+            "[orch]\ntimeout = soon\n",
+            "[pinch]\npath = a[\n",
+        ] {
+            let v = parse_config(bad.as_bytes(), "t").expect("syntax ok");
+            let e = Settings::from_values(&v).expect_err(bad);
+            assert!(e.to_string().starts_with('['), "{e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("x"), None);
+    }
+}

@@ -1,0 +1,900 @@
+//! Plan analysis: is this plan safe to fan out?
+//!
+//! Pure and deterministic: given a valid plan, the file paths of the base
+//! tree and the pinch rules, it returns findings (blocking or warning) plus
+//! the dependency order. Every rule is documented in docs/plans.md; each has
+//! a test with the smallest plan that triggers it and one that must not.
+//!
+//! Ownership is decided twice. Against the real files: an index of every
+//! owned glob ([`super::glob::GlobIndex`]) is consulted once per path, so
+//! 100,000 paths cost one pass, not paths × globs. At pattern level, for files that do not exist yet:
+//! [`super::glob::relate`] on pairs of globs whose literal directory
+//! prefixes are nested (others cannot meet), each overlap with a witness.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use globset::{Candidate, GlobSetBuilder};
+use serde::Serialize;
+
+use super::format::Plan;
+use super::glob::{self, Relation};
+use super::pinch::{PinchKind, PinchRule};
+
+/// How much a finding matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Must be fixed before the plan can be approved.
+    Blocking,
+    /// Worth a look; does not block.
+    Warning,
+}
+
+/// One thing the analysis found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Stable identifier of the rule (`ownership-overlap`, …).
+    pub code: &'static str,
+    pub severity: Severity,
+    /// The subtasks concerned.
+    pub subtasks: Vec<String>,
+    pub message: String,
+    /// Rule-specific data (example paths, the cycle, …).
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
+    pub details: serde_json::Value,
+}
+
+/// The result of analysing a plan.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Analysis {
+    pub findings: Vec<Finding>,
+    /// A topological order of the subtasks (empty if the graph is broken).
+    pub order: Vec<String>,
+    /// Subtasks grouped by dependency depth: wave n only depends on waves < n.
+    pub waves: Vec<Vec<String>>,
+    /// Subtasks that must run alone (declared, or forced by a pinch point).
+    pub serial: Vec<String>,
+    /// The subsets of `serial` forced by pinch points.
+    pub forced_serial: Vec<String>,
+    /// Subtasks that could start at once beside each other.
+    pub independent: Vec<String>,
+    /// How many base-tree paths were checked.
+    pub paths_checked: usize,
+}
+
+impl Analysis {
+    /// Number of blocking findings.
+    pub fn blocking(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Blocking)
+            .count()
+    }
+
+    /// Whether the dependency graph itself is broken (unknown ids,
+    /// self-dependencies, cycles): such a plan cannot even be stored.
+    pub fn graph_broken(&self) -> bool {
+        self.findings.iter().any(|f| {
+            matches!(
+                f.code,
+                "unknown-dependency" | "self-dependency" | "dependency-cycle"
+            )
+        })
+    }
+}
+
+/// Below this many independent subtasks, fanning out is not worth it.
+pub const MIN_INDEPENDENT: usize = 3;
+/// Example paths reported per overlap.
+const EXAMPLES: usize = 5;
+
+fn finding(
+    code: &'static str,
+    severity: Severity,
+    subtasks: Vec<String>,
+    message: String,
+    details: serde_json::Value,
+) -> Finding {
+    Finding {
+        code,
+        severity,
+        subtasks,
+        message,
+        details,
+    }
+}
+
+/// Analyses `plan` against the base tree's file `paths`.
+pub fn analyse(plan: &Plan, paths: &[String], pinch: &[PinchRule]) -> Analysis {
+    let mut out = Analysis {
+        paths_checked: paths.len(),
+        ..Default::default()
+    };
+    graph(plan, &mut out);
+    let ownership = Ownership::compute(plan, paths, pinch);
+    ownership.report(plan, &mut out);
+    pattern_overlaps(plan, &ownership, &mut out);
+    let pinch_units = pinch_points(plan, pinch, &ownership, &mut out);
+    serial_and_fan_out(plan, &ownership, &pinch_units, &mut out);
+    review_warnings(plan, paths, &ownership, &out.serial.clone(), &mut out);
+    out.findings
+        .sort_by(|a, b| (a.severity, a.code, &a.subtasks).cmp(&(b.severity, b.code, &b.subtasks)));
+    out
+}
+
+/// Unknown ids, self-dependencies, cycles, order and waves.
+fn graph(plan: &Plan, out: &mut Analysis) {
+    let ids: Vec<&str> = plan.subtasks.iter().map(|s| s.id.as_str()).collect();
+    let index: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    let mut deps: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+    let mut broken = false;
+    for (i, s) in plan.subtasks.iter().enumerate() {
+        for d in &s.depends_on {
+            match index.get(d.as_str()) {
+                None => {
+                    broken = true;
+                    out.findings.push(finding(
+                        "unknown-dependency",
+                        Severity::Blocking,
+                        vec![ids[i].into()],
+                        format!(
+                            "{} depends on {d}, which is not a subtask of this plan",
+                            ids[i]
+                        ),
+                        serde_json::json!({ "unknown": d.as_str() }),
+                    ));
+                }
+                Some(&j) if j == i => {
+                    broken = true;
+                    out.findings.push(finding(
+                        "self-dependency",
+                        Severity::Blocking,
+                        vec![ids[i].into()],
+                        format!("{} depends on itself", ids[i]),
+                        serde_json::Value::Null,
+                    ));
+                }
+                Some(&j) => {
+                    if !deps[i].contains(&j) {
+                        deps[i].push(j);
+                    }
+                }
+            }
+        }
+    }
+    // Kahn, level by level, in plan order within a level (deterministic).
+    let mut indegree: Vec<usize> = deps.iter().map(Vec::len).collect();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); ids.len()];
+    for (i, ds) in deps.iter().enumerate() {
+        for &d in ds {
+            dependents[d].push(i);
+        }
+    }
+    let mut wave: Vec<usize> = (0..ids.len()).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::new();
+    let mut waves = Vec::new();
+    while !wave.is_empty() {
+        let mut next = Vec::new();
+        for &i in &wave {
+            order.push(i);
+            for &d in &dependents[i] {
+                indegree[d] -= 1;
+                if indegree[d] == 0 {
+                    next.push(d);
+                }
+            }
+        }
+        next.sort_unstable();
+        waves.push(wave.iter().map(|&i| ids[i].to_owned()).collect());
+        wave = next;
+    }
+    if order.len() < ids.len() {
+        let left: BTreeSet<usize> = (0..ids.len()).filter(|i| indegree[*i] > 0).collect();
+        let cycle = find_cycle(&deps, &left);
+        let names: Vec<String> = cycle.iter().map(|&i| ids[i].to_owned()).collect();
+        out.findings.push(finding(
+            "dependency-cycle",
+            Severity::Blocking,
+            {
+                let mut s = names.clone();
+                s.pop();
+                s
+            },
+            format!("dependency cycle: {}", names.join(" → ")),
+            serde_json::json!({ "cycle": names }),
+        ));
+        broken = true;
+    }
+    if !broken {
+        out.order = order.into_iter().map(|i| ids[i].to_owned()).collect();
+        out.waves = waves;
+    }
+}
+
+/// A cycle among `left` (nodes Kahn could not order), as a closed walk.
+fn find_cycle(deps: &[Vec<usize>], left: &BTreeSet<usize>) -> Vec<usize> {
+    let start = *left.iter().next().expect("a cycle leaves nodes");
+    // Every node left has a dependency that is also left; walk until a
+    // node repeats.
+    let mut path = vec![start];
+    let mut pos: HashMap<usize, usize> = HashMap::from([(start, 0)]);
+    let mut at = start;
+    loop {
+        let next = *deps[at]
+            .iter()
+            .find(|d| left.contains(d))
+            .expect("an unordered node depends on another unordered node");
+        if let Some(&p) = pos.get(&next) {
+            let mut cycle = path[p..].to_vec();
+            cycle.push(next);
+            return cycle;
+        }
+        pos.insert(next, path.len());
+        path.push(next);
+        at = next;
+    }
+}
+
+/// Who owns which real files.
+struct Ownership {
+    /// Every owned glob: (subtask index, glob).
+    globs: Vec<(usize, String)>,
+    /// Real files matched per glob.
+    glob_hits: Vec<usize>,
+    /// Real files per subtask.
+    task_hits: Vec<usize>,
+    /// Overlapping subtask pairs on real files: count and examples.
+    pairs: BTreeMap<(usize, usize), (usize, Vec<String>)>,
+    /// Pinch units owned through real files: (kind, unit) → owners.
+    pinch_real: BTreeMap<(PinchKind, String), BTreeSet<usize>>,
+}
+
+impl Ownership {
+    fn compute(plan: &Plan, paths: &[String], pinch: &[PinchRule]) -> Self {
+        let mut globs = Vec::new();
+        for (t, s) in plan.subtasks.iter().enumerate() {
+            for g in &s.owned_globs {
+                globs.push((t, g.clone()));
+            }
+        }
+        let texts: Vec<String> = globs.iter().map(|(_, g)| g.clone()).collect();
+        let index = glob::GlobIndex::new(&texts);
+        let mut pinch_builder = GlobSetBuilder::new();
+        for r in pinch {
+            pinch_builder.add(glob::compile(&r.glob).expect("pinch globs are valid"));
+        }
+        let pinch_set = pinch_builder.build().expect("pinch globs build a set");
+        let mut me = Ownership {
+            glob_hits: vec![0; globs.len()],
+            task_hits: vec![0; plan.subtasks.len()],
+            globs,
+            pairs: BTreeMap::new(),
+            pinch_real: BTreeMap::new(),
+        };
+        let mut hits = Vec::new();
+        let mut owners: Vec<usize> = Vec::new();
+        let mut pinch_hits = Vec::new();
+        for path in paths {
+            index.matches_into(path, &mut hits);
+            if hits.is_empty() {
+                continue;
+            }
+            owners.clear();
+            for &g in &hits {
+                me.glob_hits[g] += 1;
+                let t = me.globs[g].0;
+                if !owners.contains(&t) {
+                    owners.push(t);
+                }
+            }
+            for &t in &owners {
+                me.task_hits[t] += 1;
+            }
+            owners.sort_unstable();
+            for (n, &a) in owners.iter().enumerate() {
+                for &b in &owners[n + 1..] {
+                    let e = me.pairs.entry((a, b)).or_default();
+                    e.0 += 1;
+                    if e.1.len() < EXAMPLES {
+                        e.1.push(path.clone());
+                    }
+                }
+            }
+            pinch_set.matches_candidate_into(&Candidate::new(path), &mut pinch_hits);
+            for &r in &pinch_hits {
+                let rule = &pinch[r];
+                if !rule.applies_to(path) {
+                    continue;
+                }
+                let unit = rule.unit_of(path);
+                me.pinch_real
+                    .entry((rule.kind, unit))
+                    .or_default()
+                    .extend(owners.iter().copied());
+            }
+        }
+        me
+    }
+
+    fn report(&self, plan: &Plan, out: &mut Analysis) {
+        for (&(a, b), (count, examples)) in &self.pairs {
+            let (ia, ib) = (plan.subtasks[a].id.as_str(), plan.subtasks[b].id.as_str());
+            out.findings.push(finding(
+                "ownership-overlap",
+                Severity::Blocking,
+                vec![ia.into(), ib.into()],
+                format!(
+                    "{ia} and {ib} both own {count} existing file{} (e.g. {})",
+                    if *count == 1 { "" } else { "s" },
+                    examples.join(", ")
+                ),
+                serde_json::json!({ "count": count, "examples": examples }),
+            ));
+        }
+    }
+
+    fn overlapping(&self, a: usize, b: usize) -> bool {
+        self.pairs.contains_key(&(a.min(b), a.max(b)))
+    }
+}
+
+/// Overlaps among paths that do not exist yet, decided from the globs
+/// (only for pairs [`glob::candidate_pairs`] says can meet).
+fn pattern_overlaps(plan: &Plan, own: &Ownership, out: &mut Analysis) {
+    let texts: Vec<String> = own.globs.iter().map(|(_, g)| g.clone()).collect();
+    let mut reported: HashSet<(usize, usize)> = HashSet::new();
+    let mut unknown: BTreeMap<(usize, usize), (String, String, String)> = BTreeMap::new();
+    for (ga, gb) in glob::candidate_pairs(&texts) {
+        let (ta, tb) = (own.globs[ga].0, own.globs[gb].0);
+        if ta == tb {
+            continue;
+        }
+        let key = (ta.min(tb), ta.max(tb));
+        if own.overlapping(ta, tb) || reported.contains(&key) {
+            continue;
+        }
+        let (a, b) = (&own.globs[ga].1, &own.globs[gb].1);
+        match glob::relate(a, b) {
+            Relation::Disjoint => {}
+            Relation::Overlap { witness } => {
+                reported.insert(key);
+                unknown.remove(&key);
+                let (ia, ib) = (
+                    plan.subtasks[key.0].id.as_str(),
+                    plan.subtasks[key.1].id.as_str(),
+                );
+                out.findings.push(finding(
+                    "ownership-overlap",
+                    Severity::Blocking,
+                    vec![ia.into(), ib.into()],
+                    format!(
+                        "{ia} and {ib} would both own new files such as {witness} ({a:?} and {b:?} overlap)"
+                    ),
+                    serde_json::json!({ "globs": [a, b], "witness": witness, "count": 0 }),
+                ));
+            }
+            Relation::Unknown(reason) => {
+                unknown.entry(key).or_insert((a.clone(), b.clone(), reason));
+            }
+        }
+    }
+    for ((ta, tb), (a, b, reason)) in unknown {
+        let (ia, ib) = (plan.subtasks[ta].id.as_str(), plan.subtasks[tb].id.as_str());
+        out.findings.push(finding(
+            "possible-overlap",
+            Severity::Warning,
+            vec![ia.into(), ib.into()],
+            format!("{ia} and {ib} may overlap: {a:?} vs {b:?} could not be decided ({reason})"),
+            serde_json::json!({ "globs": [a, b] }),
+        ));
+    }
+}
+
+/// Pinch units each subtask owns (real files, or named explicitly by a
+/// glob); reports shared units. Returns owners per unit.
+fn pinch_points(
+    plan: &Plan,
+    rules: &[PinchRule],
+    own: &Ownership,
+    out: &mut Analysis,
+) -> BTreeMap<(PinchKind, String), BTreeSet<usize>> {
+    let mut units = own.pinch_real.clone();
+    // Explicit ownership of pinch points that do not exist yet. A glob can
+    // only name a rule's files explicitly if it contains all of the rule's
+    // literal components, which rules out most pairs cheaply.
+    let rule_literals: Vec<Vec<&str>> = rules
+        .iter()
+        .map(|r| {
+            r.glob
+                .split('/')
+                .filter(|c| !c.contains(['*', '?', '[', '{', '\\']))
+                .collect()
+        })
+        .collect();
+    for (t, g) in &own.globs {
+        let literals: HashSet<&str> = g.split('/').collect();
+        for (r, rule) in rules.iter().enumerate() {
+            if !rule_literals[r].iter().all(|l| literals.contains(l)) {
+                continue;
+            }
+            if let Relation::Overlap { witness } = glob::relate_explicit(g, &rule.glob)
+                && rule.applies_to(&witness)
+            {
+                units
+                    .entry((rule.kind, rule.unit_of(&witness)))
+                    .or_default()
+                    .insert(*t);
+            }
+        }
+    }
+    for ((kind, unit), owners) in &units {
+        if owners.len() > 1 {
+            let names: Vec<String> = owners
+                .iter()
+                .map(|&t| plan.subtasks[t].id.to_string())
+                .collect();
+            out.findings.push(finding(
+                "pinch-shared",
+                Severity::Blocking,
+                names.clone(),
+                format!(
+                    "pinch point {unit} ({}) is owned by {}; give it to one subtask",
+                    kind.describe(),
+                    names.join(" and ")
+                ),
+                serde_json::json!({ "unit": unit, "kind": kind }),
+            ));
+        }
+    }
+    units
+}
+
+fn serial_and_fan_out(
+    plan: &Plan,
+    own: &Ownership,
+    units: &BTreeMap<(PinchKind, String), BTreeSet<usize>>,
+    out: &mut Analysis,
+) {
+    let mut forced: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for ((kind, unit), owners) in units {
+        for &t in owners {
+            forced
+                .entry(t)
+                .or_default()
+                .push(format!("{unit} ({})", kind.describe()));
+        }
+    }
+    let overlapping: HashSet<usize> = out
+        .findings
+        .iter()
+        .filter(|f| f.code == "ownership-overlap")
+        .flat_map(|f| f.subtasks.iter())
+        .filter_map(|id| plan.subtasks.iter().position(|s| s.id.as_str() == id))
+        .chain(own.pairs.keys().flat_map(|(a, b)| [*a, *b]))
+        .collect();
+    for (t, s) in plan.subtasks.iter().enumerate() {
+        let pinched = forced.get(&t);
+        if s.serial_only || pinched.is_some() {
+            out.serial.push(s.id.to_string());
+        }
+        if let Some(list) = pinched
+            && !s.serial_only
+        {
+            out.forced_serial.push(s.id.to_string());
+            out.findings.push(finding(
+                "pinch-serial",
+                Severity::Warning,
+                vec![s.id.to_string()],
+                format!(
+                    "{} owns the pinch point {}: it will run serial_only",
+                    s.id,
+                    list.join(", ")
+                ),
+                serde_json::json!({ "units": list }),
+            ));
+        }
+        if !s.serial_only
+            && pinched.is_none()
+            && s.depends_on.is_empty()
+            && !overlapping.contains(&t)
+        {
+            out.independent.push(s.id.to_string());
+        }
+    }
+    if out.independent.len() < MIN_INDEPENDENT {
+        out.findings.push(finding(
+            "fan-out",
+            Severity::Warning,
+            out.independent.clone(),
+            format!(
+                "only {} of {} subtasks can start independently; below {MIN_INDEPENDENT}, one agent doing the whole instruction is usually faster and cheaper",
+                out.independent.len(),
+                plan.subtasks.len()
+            ),
+            serde_json::json!({ "independent": out.independent.len(), "subtasks": plan.subtasks.len() }),
+        ));
+    }
+}
+
+/// Whether a verification command proves nothing.
+pub fn is_placeholder_command(cmd: &str) -> bool {
+    let c = cmd.trim();
+    let lower = c.to_ascii_lowercase();
+    c.is_empty()
+        || matches!(c, "true" | ":" | "exit 0" | "/bin/true" | "echo" | "pass")
+        || lower.starts_with("echo ")
+        || lower.starts_with("printf ")
+        || c.contains("TODO")
+        || c.contains("TBD")
+        || c.contains("FIXME")
+        || (c.starts_with('<') && c.ends_with('>'))
+}
+
+fn review_warnings(
+    plan: &Plan,
+    paths: &[String],
+    own: &Ownership,
+    serial: &[String],
+    out: &mut Analysis,
+) {
+    let mut by_command: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for s in &plan.subtasks {
+        if is_placeholder_command(&s.verification) {
+            out.findings.push(finding(
+                "placeholder-verification",
+                Severity::Warning,
+                vec![s.id.to_string()],
+                format!(
+                    "{}'s verification {:?} proves nothing; give it a command that fails when the deliverable is missing",
+                    s.id, s.verification
+                ),
+                serde_json::Value::Null,
+            ));
+        } else {
+            by_command
+                .entry(s.verification.trim())
+                .or_default()
+                .push(s.id.to_string());
+        }
+        for d in &s.depends_on {
+            if serial.iter().any(|x| x == d.as_str()) {
+                out.findings.push(finding(
+                    "depends-on-serial",
+                    Severity::Warning,
+                    vec![s.id.to_string(), d.to_string()],
+                    format!(
+                        "{} depends on {d}, which runs serial_only: {} cannot start until it has run alone",
+                        s.id, s.id
+                    ),
+                    serde_json::Value::Null,
+                ));
+            }
+        }
+    }
+    for (cmd, tasks) in by_command {
+        if tasks.len() > 1 {
+            out.findings.push(finding(
+                "shared-verification",
+                Severity::Warning,
+                tasks.clone(),
+                format!(
+                    "{} share the verification {cmd:?}: when it fails it cannot say which subtask broke it",
+                    tasks.join(", ")
+                ),
+                serde_json::json!({ "command": cmd }),
+            ));
+        }
+    }
+    // A glob matching nothing is fine for new files in an existing
+    // directory; in a directory that does not exist it is likely a typo.
+    let mut dirs: HashSet<&str> = HashSet::from([""]);
+    for p in paths {
+        let mut end = p.len();
+        while let Some(i) = p[..end].rfind('/') {
+            if !dirs.insert(&p[..i]) {
+                break;
+            }
+            end = i;
+        }
+    }
+    for (g, (t, text)) in own.globs.iter().enumerate() {
+        if own.glob_hits[g] > 0 {
+            continue;
+        }
+        let dir = glob::literal_dir(text);
+        if !dirs.contains(dir.as_str()) {
+            let id = plan.subtasks[*t].id.as_str();
+            out.findings.push(finding(
+                "glob-matches-nothing",
+                Severity::Warning,
+                vec![id.into()],
+                format!(
+                    "{id}'s glob {text:?} matches no file and its directory {dir} does not exist: a typo?"
+                ),
+                serde_json::json!({ "glob": text, "directory": dir }),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::format::parse;
+
+    /// A compact subtask spec: (id, globs, verification, deps, serial).
+    type Spec = (
+        &'static str,
+        &'static [&'static str],
+        &'static str,
+        &'static [&'static str],
+        bool,
+    );
+
+    fn plan(tasks: &[Spec]) -> Plan {
+        let subtasks: Vec<serde_json::Value> = tasks
+            .iter()
+            .map(|(id, globs, verify, deps, serial)| {
+                serde_json::json!({
+                    "id": id, "title": id, "owned_globs": globs, "deliverable": "x",
+                    "verification": verify, "depends_on": deps, "serial_only": serial,
+                })
+            })
+            .collect();
+        let v =
+            serde_json::json!({"version": 1, "id": "p", "instruction": "i", "subtasks": subtasks});
+        parse(v.to_string().as_bytes()).expect("valid test plan")
+    }
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn codes(a: &Analysis) -> Vec<&'static str> {
+        a.findings.iter().map(|f| f.code).collect()
+    }
+
+    fn rules() -> Vec<PinchRule> {
+        super::super::pinch::rules(&[], &[])
+    }
+
+    fn three_clean() -> Vec<Spec> {
+        vec![
+            ("a", &["src/a/**"], "make a", &[], false),
+            ("b", &["src/b/**"], "make b", &[], false),
+            ("c", &["src/c/**"], "make c", &[], false),
+        ]
+    }
+
+    #[test]
+    fn a_clean_plan_has_no_findings() {
+        let p = plan(&three_clean());
+        let a = analyse(
+            &p,
+            &paths(&["src/a/x.rs", "src/b/y.rs", "src/c/z.rs"]),
+            &rules(),
+        );
+        assert!(a.findings.is_empty(), "{:?}", a.findings);
+        assert_eq!(a.independent, ["a", "b", "c"]);
+        assert_eq!(a.waves, vec![vec!["a", "b", "c"]]);
+    }
+
+    #[test]
+    fn unknown_and_self_dependencies() {
+        let mut t = three_clean();
+        t[0].3 = &["nope"];
+        t[1].3 = &["b"];
+        let a = analyse(&plan(&t), &[], &rules());
+        assert!(codes(&a).contains(&"unknown-dependency"));
+        assert!(codes(&a).contains(&"self-dependency"));
+        assert!(a.graph_broken());
+        let mut ok = three_clean();
+        ok[2].3 = &["a"];
+        let a = analyse(&plan(&ok), &paths(&["src/a/x"]), &rules());
+        assert!(!a.graph_broken());
+        assert_eq!(a.waves, vec![vec!["a", "b"], vec!["c"]]);
+    }
+
+    #[test]
+    fn cycles_are_printed() {
+        let mut t = three_clean();
+        t[0].3 = &["c"];
+        t[1].3 = &["a"];
+        t[2].3 = &["b"];
+        let a = analyse(&plan(&t), &[], &rules());
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "dependency-cycle")
+            .expect("cycle");
+        assert!(f.message.contains("→"), "{}", f.message);
+        let cycle = f.details["cycle"].as_array().expect("cycle list");
+        assert_eq!(cycle.first(), cycle.last());
+        assert_eq!(cycle.len(), 4);
+        assert!(a.order.is_empty());
+    }
+
+    #[test]
+    fn overlap_on_real_files_reports_examples_and_count() {
+        let mut t = three_clean();
+        t[1].1 = &["src/**/*.rs"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x.rs", "src/a/y.rs", "src/a/z.md"]),
+            &rules(),
+        );
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "ownership-overlap")
+            .expect("overlap");
+        assert_eq!(f.subtasks, ["a", "b"]);
+        assert_eq!(f.details["count"], 2);
+        assert_eq!(f.severity, Severity::Blocking);
+        // Disjoint globs over the same files do not trigger.
+        let a = analyse(
+            &plan(&three_clean()),
+            &paths(&["src/a/x.rs", "src/b/x.rs"]),
+            &rules(),
+        );
+        assert!(!codes(&a).contains(&"ownership-overlap"));
+    }
+
+    #[test]
+    fn overlap_at_pattern_level_for_files_not_yet_there() {
+        let mut t = three_clean();
+        t[1].1 = &["src/a/new/*.rs"];
+        let a = analyse(&plan(&t), &[], &rules());
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "ownership-overlap")
+            .expect("overlap");
+        let w = f.details["witness"].as_str().expect("witness");
+        assert!(w.starts_with("src/a/new/") && w.ends_with(".rs"), "{w}");
+        // Same directory, disjoint extensions: no overlap.
+        let mut t = three_clean();
+        t[0].1 = &["web/*.ts"];
+        t[1].1 = &["web/*.css"];
+        let a = analyse(&plan(&t), &[], &rules());
+        assert!(
+            !codes(&a).contains(&"ownership-overlap"),
+            "{:?}",
+            a.findings
+        );
+    }
+
+    #[test]
+    fn pinch_points_force_serial_and_block_when_shared() {
+        let mut t = three_clean();
+        t[0].1 = &["src/a/**", "Cargo.lock"];
+        let a = analyse(&plan(&t), &paths(&["src/a/x", "Cargo.lock"]), &rules());
+        assert_eq!(a.forced_serial, ["a"]);
+        assert!(codes(&a).contains(&"pinch-serial"));
+        assert!(!a.independent.contains(&"a".to_owned()));
+        // Two subtasks adding files to one migrations directory collide.
+        let mut t = three_clean();
+        t[0].1 = &["db/migrations/0003_*.sql"];
+        t[1].1 = &["db/migrations/0004_*.sql"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["db/migrations/0001_init.sql"]),
+            &rules(),
+        );
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "pinch-shared")
+            .expect("shared");
+        assert_eq!(f.details["unit"], "db/migrations");
+        assert_eq!(f.severity, Severity::Blocking);
+    }
+
+    #[test]
+    fn a_broad_glob_is_not_flagged_for_a_pinch_directory_that_does_not_exist() {
+        let mut t = three_clean();
+        t[0].1 = &["src/**"];
+        t[1].1 = &["docs/**"];
+        t[2].1 = &["tests/**"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/main.rs", "docs/x.md", "tests/t.rs"]),
+            &rules(),
+        );
+        assert!(a.forced_serial.is_empty(), "{:?}", a.findings);
+        // ... but it is when the pinch file exists under it.
+        let a = analyse(
+            &plan(&t),
+            &paths(&[
+                "src/main.rs",
+                "src/migrations/0001.sql",
+                "docs/x.md",
+                "tests/t.rs",
+            ]),
+            &rules(),
+        );
+        assert_eq!(a.forced_serial, ["a"]);
+    }
+
+    #[test]
+    fn fan_out_below_three_is_a_warning() {
+        let mut t = three_clean();
+        t[2].3 = &["a"];
+        let a = analyse(&plan(&t), &paths(&["src/a/x"]), &rules());
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "fan-out")
+            .expect("fan-out");
+        assert_eq!(f.severity, Severity::Warning);
+        assert!(
+            !codes(&analyse(
+                &plan(&three_clean()),
+                &paths(&["src/a/x"]),
+                &rules()
+            ))
+            .contains(&"fan-out")
+        );
+    }
+
+    #[test]
+    fn review_warnings() {
+        let mut t = three_clean();
+        t[0].2 = "true";
+        t[1].2 = "cargo test";
+        t[2].2 = "cargo test";
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x", "src/b/x", "src/c/x"]),
+            &rules(),
+        );
+        let c = codes(&a);
+        assert!(c.contains(&"placeholder-verification"));
+        assert!(c.contains(&"shared-verification"));
+        for cmd in ["", "echo done", "TODO", "exit 0", ":"] {
+            assert!(is_placeholder_command(cmd), "{cmd:?}");
+        }
+        for cmd in ["cargo test -p a", "pytest tests/test_a.py", "npm test -- a"] {
+            assert!(!is_placeholder_command(cmd), "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn typo_globs_warn_only_when_the_directory_is_missing() {
+        let mut t = three_clean();
+        t[0].1 = &["scr/a/**"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x", "src/b/x", "src/c/x"]),
+            &rules(),
+        );
+        assert!(codes(&a).contains(&"glob-matches-nothing"));
+        let mut t = three_clean();
+        t[0].1 = &["src/a/new_file.rs"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x", "src/b/x", "src/c/x"]),
+            &rules(),
+        );
+        assert!(
+            !codes(&a).contains(&"glob-matches-nothing"),
+            "{:?}",
+            a.findings
+        );
+    }
+
+    #[test]
+    fn depending_on_a_serial_subtask_warns() {
+        let mut t = three_clean();
+        t[0].4 = true;
+        t[1].3 = &["a"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x", "src/b/x", "src/c/x"]),
+            &rules(),
+        );
+        assert!(codes(&a).contains(&"depends-on-serial"));
+        let a = analyse(&plan(&three_clean()), &paths(&["src/a/x"]), &rules());
+        assert!(!codes(&a).contains(&"depends-on-serial"));
+    }
+}

@@ -1,0 +1,636 @@
+//! The plan format: parsing, validation and canonical bytes.
+//!
+//! A plan arrives as JSON written by a person or a lead agent, so parsing is
+//! strict: unknown fields are errors (with the closest known field as a
+//! hint), ids must be kebab-case, globs must compile and stay inside the
+//! repository, and sizes are bounded. A plan that parses is *valid*; whether
+//! it is *safe to fan out* is the analysis' business ([`super::analysis`]).
+//!
+//! What is stored and hashed are the canonical bytes: the typed plan
+//! serialised with sorted keys, no insignificant whitespace, defaults left
+//! out, strings in Unicode NFC with `\n` line ends. Two files that mean the
+//! same plan therefore hash the same, and one changed byte of meaning
+//! changes the hash. The rule and a test vector are in docs/state-format.md.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use unicode_normalization::UnicodeNormalization;
+
+use crate::ids::{PlanId, TaskId};
+
+/// The plan format version this build reads and writes.
+pub const PLAN_VERSION: u32 = 1;
+/// Largest plan file accepted, in bytes.
+pub const MAX_PLAN_BYTES: usize = 2 * 1024 * 1024;
+/// Most subtasks in one plan.
+pub const MAX_SUBTASKS: usize = 5_000;
+/// Most globs one subtask may own.
+pub const MAX_GLOBS: usize = 1_000;
+/// Longest single string field (instruction, deliverable, command…).
+pub const MAX_TEXT: usize = 64 * 1024;
+
+/// How a gate's failure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateMode {
+    /// A failure stops the attempt from reaching the merge queue.
+    Block,
+    /// A failure is reported but does not stop the attempt.
+    Warn,
+    /// The gate does not run.
+    Skip,
+}
+
+/// A gate setting in a plan: overrides `[gate "NAME"]` of `.orch/config`
+/// for the whole plan or one subtask, so what gates a result is part of
+/// what was approved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateSetting {
+    /// The command to run (for command gates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<GateMode>,
+    /// Seconds before the gate command is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<u64>,
+}
+
+/// One piece of work with sole ownership of a set of files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Subtask {
+    pub id: TaskId,
+    pub title: String,
+    /// Globs (relative to the repository root) of the files this subtask is
+    /// the sole writer of.
+    pub owned_globs: Vec<String>,
+    pub deliverable: String,
+    /// A command whose success proves the subtask done.
+    pub verification: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<TaskId>,
+    /// Must not run beside any other subtask.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub serial_only: bool,
+    /// Branch name prefix for this subtask's attempts, if not the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// Agent to use for this subtask (a name from `[agent "NAME"]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    /// Retry budget for this subtask (default from config, 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, GateSetting>,
+}
+
+/// A plan: one instruction split into subtasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    pub version: u32,
+    pub id: PlanId,
+    pub instruction: String,
+    /// The branch results land on (default: the run's `--target` or
+    /// `orch.target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    pub subtasks: Vec<Subtask>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gates: BTreeMap<String, GateSetting>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Plan {
+    /// The subtask with `id`.
+    pub fn subtask(&self, id: &str) -> Option<&Subtask> {
+        self.subtasks.iter().find(|s| s.id.as_str() == id)
+    }
+}
+
+/// Why a plan is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "the plan is {size} bytes; the limit is {MAX_PLAN_BYTES}\nhint: split the work into several plans"
+    )]
+    TooLarge { size: usize },
+    #[error("the plan is not valid JSON: {message} at line {line}, column {column}")]
+    Syntax {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("{message} at line {line}, column {column}{hint}")]
+    Shape {
+        message: String,
+        line: usize,
+        column: usize,
+        hint: String,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Field names the format knows, for "did you mean" hints.
+const KNOWN_FIELDS: &[&str] = &[
+    "version",
+    "id",
+    "instruction",
+    "target",
+    "subtasks",
+    "gates",
+    "title",
+    "owned_globs",
+    "deliverable",
+    "verification",
+    "depends_on",
+    "serial_only",
+    "branch",
+    "agent",
+    "retries",
+    "run",
+    "mode",
+    "timeout",
+];
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn unknown_field_hint(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return String::new();
+    };
+    let field = rest.split('`').next().unwrap_or_default();
+    let best = KNOWN_FIELDS
+        .iter()
+        .map(|k| (edit_distance(field, k), *k))
+        .min()
+        .filter(|(d, _)| *d <= 3);
+    match best {
+        Some((_, k)) => format!(
+            "\nhint: did you mean `{k}`? The format is in docs/plans.md; `git orch plan schema` prints its JSON Schema"
+        ),
+        None => "\nhint: remove it; the format is in docs/plans.md and `git orch plan schema` prints its JSON Schema".into(),
+    }
+}
+
+/// Parses and validates plan JSON.
+pub fn parse(bytes: &[u8]) -> Result<Plan, PlanError> {
+    if bytes.len() > MAX_PLAN_BYTES {
+        return Err(PlanError::TooLarge { size: bytes.len() });
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        PlanError::Invalid(format!(
+            "the plan is not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
+    // Syntax first, so a broken file is reported as such and not as a
+    // missing field.
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return Err(PlanError::Syntax {
+            message: strip_position(&e.to_string()),
+            line: e.line(),
+            column: e.column(),
+        });
+    }
+    let plan: Plan = serde_json::from_str(text).map_err(|e| {
+        let message = strip_position(&e.to_string());
+        PlanError::Shape {
+            hint: unknown_field_hint(&message),
+            message,
+            line: e.line(),
+            column: e.column(),
+        }
+    })?;
+    validate(&plan)?;
+    Ok(plan)
+}
+
+/// serde_json appends " at line L column C"; the error carries them apart.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+fn check_text(what: &str, value: &str) -> Result<(), PlanError> {
+    if value.len() > MAX_TEXT {
+        return Err(PlanError::Invalid(format!(
+            "{what} is {} bytes; the limit is {MAX_TEXT}",
+            value.len()
+        )));
+    }
+    if let Some(c) = value
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+    {
+        return Err(PlanError::Invalid(format!(
+            "{what} contains the control character {c:?}; remove it"
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a branch name with git's rules (`git check-ref-format --branch`),
+/// without asking git: the plan layer does no I/O.
+pub fn check_branch_name(name: &str) -> Result<(), String> {
+    let bad = name.is_empty()
+        || name.starts_with('-')
+        || name.starts_with('/')
+        || name.ends_with('/')
+        || name.ends_with('.')
+        || name.ends_with(".lock")
+        || name.contains("..")
+        || name.contains("//")
+        || name.contains("@{")
+        || name == "@"
+        || name
+            .split('/')
+            .any(|c| c.starts_with('.') || c.ends_with(".lock"))
+        || name
+            .chars()
+            .any(|c| c.is_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'));
+    if bad {
+        return Err(format!(
+            "{name:?} is not a valid branch name (see `git check-ref-format --branch`)"
+        ));
+    }
+    Ok(())
+}
+
+/// Checks one owned glob: relative, inside the repository, compilable.
+pub fn check_glob(task: &str, glob: &str) -> Result<(), PlanError> {
+    let fail = |why: &str| {
+        Err(PlanError::Invalid(format!(
+            "subtask {task}: owned glob {glob:?} {why}"
+        )))
+    };
+    if glob.trim().is_empty() {
+        return fail("is empty");
+    }
+    if glob.starts_with('/') {
+        return fail(
+            "is absolute; globs are relative to the repository root (drop the leading '/')",
+        );
+    }
+    if glob.starts_with("./") {
+        return fail("starts with './'; write it relative to the root without './'");
+    }
+    if glob.split('/').any(|c| c == ".." || c == ".") {
+        return fail("has a '.' or '..' component; globs must stay inside the repository");
+    }
+    if glob.contains('\\') && !glob.contains("\\[") && !glob.contains("\\]") {
+        return fail("contains '\\'; use '/' as the path separator");
+    }
+    if glob.split('/').any(|c| c == ".git") {
+        return fail("reaches into .git; git-orch never lets agents own repository internals");
+    }
+    if glob.chars().any(char::is_control) {
+        return fail("contains a control character");
+    }
+    if let Err(e) = super::glob::compile(glob) {
+        return fail(&format!("does not compile: {e}"));
+    }
+    Ok(())
+}
+
+/// The semantic checks that do not need the repository.
+pub fn validate(plan: &Plan) -> Result<(), PlanError> {
+    if plan.version != PLAN_VERSION {
+        return Err(PlanError::Invalid(format!(
+            "plan version {} is not supported; this git-orch reads version {PLAN_VERSION}",
+            plan.version
+        )));
+    }
+    check_text("instruction", &plan.instruction)?;
+    if plan.instruction.trim().is_empty() {
+        return Err(PlanError::Invalid(
+            "the instruction is empty; say what the plan is for".into(),
+        ));
+    }
+    if let Some(t) = &plan.target {
+        check_branch_name(t).map_err(|e| PlanError::Invalid(format!("target: {e}")))?;
+    }
+    if plan.subtasks.is_empty() {
+        return Err(PlanError::Invalid(
+            "the plan has no subtasks; add at least one".into(),
+        ));
+    }
+    if plan.subtasks.len() > MAX_SUBTASKS {
+        return Err(PlanError::Invalid(format!(
+            "the plan has {} subtasks; the limit is {MAX_SUBTASKS}",
+            plan.subtasks.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    for s in &plan.subtasks {
+        let id = s.id.as_str();
+        if !seen.insert(id) {
+            return Err(PlanError::Invalid(format!(
+                "subtask id {id} appears more than once; ids must be unique"
+            )));
+        }
+        check_text(&format!("subtask {id}: title"), &s.title)?;
+        check_text(&format!("subtask {id}: deliverable"), &s.deliverable)?;
+        check_text(&format!("subtask {id}: verification"), &s.verification)?;
+        if s.title.trim().is_empty() {
+            return Err(PlanError::Invalid(format!(
+                "subtask {id}: the title is empty"
+            )));
+        }
+        if s.owned_globs.is_empty() {
+            return Err(PlanError::Invalid(format!(
+                "subtask {id}: owned_globs is empty; a subtask must own the files it may change"
+            )));
+        }
+        if s.owned_globs.len() > MAX_GLOBS {
+            return Err(PlanError::Invalid(format!(
+                "subtask {id}: {} owned globs; the limit is {MAX_GLOBS}",
+                s.owned_globs.len()
+            )));
+        }
+        for g in &s.owned_globs {
+            check_glob(id, g)?;
+        }
+        if let Some(b) = &s.branch {
+            check_branch_name(b)
+                .map_err(|e| PlanError::Invalid(format!("subtask {id}: branch: {e}")))?;
+        }
+        if let Some(a) = &s.agent {
+            crate::ids::check("agent", a)
+                .map_err(|e| PlanError::Invalid(format!("subtask {id}: {e}")))?;
+        }
+        for (name, gate) in &s.gates {
+            check_gate(&format!("subtask {id}: gate {name:?}"), name, gate)?;
+        }
+    }
+    for (name, gate) in &plan.gates {
+        check_gate(&format!("gate {name:?}"), name, gate)?;
+    }
+    Ok(())
+}
+
+fn check_gate(what: &str, name: &str, gate: &GateSetting) -> Result<(), PlanError> {
+    crate::ids::check("gate", name).map_err(|e| PlanError::Invalid(format!("{what}: {e}")))?;
+    if let Some(run) = &gate.run {
+        check_text(what, run)?;
+    }
+    Ok(())
+}
+
+/// Normalises a string for the canonical form: NFC, `\n` line ends.
+fn normalise(s: &str) -> String {
+    s.replace("\r\n", "\n").replace('\r', "\n").nfc().collect()
+}
+
+/// The canonical bytes of a plan: what is stored and hashed.
+pub fn canonical_bytes(plan: &Plan) -> Vec<u8> {
+    let value = serde_json::to_value(plan).expect("plans always serialise");
+    let value = normalise_value(value);
+    serde_json::to_vec(&value).expect("values always serialise")
+}
+
+fn normalise_value(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(normalise(&s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(normalise_value).collect()),
+        Value::Object(o) => {
+            // Sort explicitly: serde_json keeps insertion order if any crate
+            // in the build enables its `preserve_order` feature.
+            let sorted: std::collections::BTreeMap<String, Value> = o
+                .into_iter()
+                .map(|(k, v)| (normalise(&k), normalise_value(v)))
+                .collect();
+            Value::Object(sorted.into_iter().collect())
+        }
+        other => other,
+    }
+}
+
+/// The content hash of canonical bytes: `blake3:<64 hex digits>`.
+pub fn hash_bytes(canonical: &[u8]) -> String {
+    format!("blake3:{}", blake3::hash(canonical).to_hex())
+}
+
+/// The content hash of a plan.
+pub fn plan_hash(plan: &Plan) -> String {
+    hash_bytes(&canonical_bytes(plan))
+}
+
+/// Pretty JSON of the canonical form, for `show` and `diff`.
+pub fn pretty(plan: &Plan) -> String {
+    let value: serde_json::Value =
+        serde_json::from_slice(&canonical_bytes(plan)).expect("canonical bytes are JSON");
+    serde_json::to_string_pretty(&value).expect("values always serialise")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn minimal() -> String {
+        r#"{"version":1,"id":"p","instruction":"do it","subtasks":[
+            {"id":"a","title":"A","owned_globs":["src/a/**"],"deliverable":"a","verification":"make a"}]}"#
+            .into()
+    }
+
+    #[test]
+    fn parses_a_minimal_plan() {
+        let p = parse(minimal().as_bytes()).expect("valid");
+        assert_eq!(p.subtasks[0].id.as_str(), "a");
+    }
+
+    #[test]
+    fn syntax_errors_give_line_and_column() {
+        let err = parse(b"{\n  \"version\": 1,\n  \"id\": \n}").expect_err("broken");
+        match err {
+            PlanError::Syntax { line, column, .. } => {
+                assert_eq!(line, 4);
+                assert_eq!(column, 1);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_errors_with_a_suggestion() {
+        let text = minimal().replace("\"owned_globs\"", "\"owned_glob\"");
+        let err = parse(text.as_bytes())
+            .expect_err("unknown field")
+            .to_string();
+        assert!(err.contains("unknown field `owned_glob`"), "{err}");
+        assert!(err.contains("did you mean `owned_globs`"), "{err}");
+    }
+
+    #[test]
+    fn hostile_ids_are_refused_naming_the_rule() {
+        for bad in [
+            "../x",
+            "a/b",
+            "has space",
+            "Upper",
+            "tab\\tx",
+            "a..b",
+            "x.lock",
+            "-x",
+        ] {
+            let text = minimal().replace("\"id\":\"a\"", &format!("\"id\":\"{bad}\""));
+            let err = parse(text.as_bytes()).expect_err(bad).to_string();
+            assert!(err.contains("task id"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn invalid_globs_name_the_glob() {
+        for bad in [
+            "src/[a",
+            "/abs/**",
+            "../up/**",
+            "src/../x",
+            "./src/**",
+            ".git/config",
+            "a{b",
+        ] {
+            let text = minimal().replace("src/a/**", bad);
+            let err = parse(text.as_bytes()).expect_err(bad).to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn duplicates_empty_and_huge_are_refused() {
+        let dup = minimal().replace(
+            "]}",
+            r#",{"id":"a","title":"B","owned_globs":["b/**"],"deliverable":"b","verification":"make b"}]}"#,
+        );
+        assert!(
+            parse(dup.as_bytes())
+                .expect_err("dup")
+                .to_string()
+                .contains("more than once")
+        );
+        let empty = r#"{"version":1,"id":"p","instruction":"x","subtasks":[]}"#;
+        assert!(
+            parse(empty.as_bytes())
+                .expect_err("empty")
+                .to_string()
+                .contains("no subtasks")
+        );
+        let huge = vec![b' '; MAX_PLAN_BYTES + 1];
+        assert!(matches!(parse(&huge), Err(PlanError::TooLarge { .. })));
+        let no_globs = minimal().replace("[\"src/a/**\"]", "[]");
+        assert!(parse(no_globs.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn canonical_bytes_ignore_layout_and_defaults() {
+        let a = parse(minimal().as_bytes()).expect("valid");
+        let spaced = r#"{
+          "subtasks": [ { "verification": "make a", "deliverable": "a",
+                          "owned_globs": ["src/a/**"], "title": "A", "id": "a",
+                          "serial_only": false, "depends_on": [] } ],
+          "instruction": "do it", "id": "p", "version": 1 }"#;
+        let b = parse(spaced.as_bytes()).expect("valid");
+        assert_eq!(canonical_bytes(&a), canonical_bytes(&b));
+        assert_eq!(plan_hash(&a), plan_hash(&b));
+        let mut c = a.clone();
+        c.subtasks[0].title = "A.".into();
+        assert_ne!(plan_hash(&a), plan_hash(&c));
+    }
+
+    #[test]
+    fn canonical_strings_are_nfc_with_unix_newlines() {
+        let decomposed = minimal().replace("do it", "cafe\u{301}\\r\\nline");
+        let composed = minimal().replace("do it", "caf\u{e9}\\nline");
+        let a = parse(decomposed.as_bytes()).expect("valid");
+        let b = parse(composed.as_bytes()).expect("valid");
+        assert_eq!(canonical_bytes(&a), canonical_bytes(&b));
+    }
+
+    /// The test vector of docs/state-format.md: if this changes, every
+    /// stored plan hash changes, and the doc must say so.
+    const VECTOR_INPUT: &str = r#"{
+  "version": 1,
+  "id": "demo",
+  "instruction": "Cafe\u0301 menu\r\nand prices",
+  "subtasks": [
+    {
+      "id": "menu",
+      "title": "Menu page",
+      "owned_globs": ["web/menu/**"],
+      "deliverable": "A menu page",
+      "verification": "npm test -- menu",
+      "serial_only": false,
+      "depends_on": []
+    }
+  ]
+}"#;
+    const VECTOR_CANONICAL: &str = r#"{"id":"demo","instruction":"Café menu\nand prices","subtasks":[{"deliverable":"A menu page","id":"menu","owned_globs":["web/menu/**"],"title":"Menu page","verification":"npm test -- menu"}],"version":1}"#;
+
+    #[test]
+    fn the_documented_test_vector_holds() {
+        let plan = parse(VECTOR_INPUT.as_bytes()).expect("vector parses");
+        let bytes = canonical_bytes(&plan);
+        assert_eq!(
+            String::from_utf8(bytes.clone()).expect("utf8"),
+            VECTOR_CANONICAL
+        );
+        let hash = hash_bytes(&bytes);
+        let doc = include_str!("../../docs/state-format.md");
+        assert!(
+            doc.contains(VECTOR_INPUT),
+            "docs/state-format.md lacks the vector input"
+        );
+        assert!(
+            doc.contains(VECTOR_CANONICAL),
+            "docs/state-format.md lacks the canonical bytes"
+        );
+        assert!(
+            doc.contains(&hash),
+            "docs/state-format.md lacks the hash {hash}"
+        );
+    }
+
+    #[test]
+    fn branch_names_follow_git_rules() {
+        for ok in ["main", "feature/x", "release-1.2"] {
+            assert!(check_branch_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            "a..b",
+            "a b",
+            "a~1",
+            "x.lock",
+            "a/.hidden",
+            "a//b",
+            "a@{1}",
+            "a:b",
+        ] {
+            assert!(check_branch_name(bad).is_err(), "{bad}");
+        }
+    }
+}

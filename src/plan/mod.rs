@@ -1,0 +1,17 @@
+//! Plans: the format, the analysis that proves a plan safe to fan out, and
+//! the plan refs that hold every revision.
+//!
+//! `format` parses and canonicalises; `glob` and `pinch` hold the ownership
+//! semantics; `analysis` is pure; `revisions` is the only part that touches
+//! the store (`refs/orch/plans/<id>`).
+
+pub mod analysis;
+pub mod format;
+pub mod glob;
+pub mod pinch;
+pub mod revisions;
+pub mod schema;
+
+pub use analysis::{Analysis, Finding, Severity, analyse};
+pub use format::{Plan, PlanError, Subtask, canonical_bytes, parse, plan_hash};
+pub use revisions::PlanRevision;
