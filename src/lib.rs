@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod event;
+pub mod gate;
 pub mod ids;
 pub mod process;
 pub mod store;
