@@ -7,3 +7,4 @@
 //! `store`, deciding a verdict to the gate stack, showing it to `cli`.
 
 pub mod diffscan;
+pub mod placeholders;
