@@ -8,3 +8,4 @@
 
 pub mod diffscan;
 pub mod placeholders;
+pub mod secrets;
