@@ -8,6 +8,7 @@ pub mod approval;
 pub mod cli;
 pub mod config;
 pub mod event;
+pub mod gate;
 pub mod ids;
 pub mod plan;
 pub mod process;
