@@ -4,6 +4,7 @@
 //! `process`, `ids`, `event` → `store` (the only user of gix) → domain
 //! modules → `cli` (the only code that prints).
 
+pub mod agent;
 pub mod approval;
 pub mod cli;
 pub mod config;
