@@ -20,6 +20,8 @@ pub struct GateConfig {
     pub name: String,
     /// Command to run; `None` for built-in gates.
     pub run: Option<String>,
+    /// For a reviewer gate: the agent that reviews.
+    pub agent: Option<String>,
     pub mode: GateMode,
     pub timeout: Duration,
 }
@@ -266,6 +268,7 @@ impl Settings {
             crate::ids::check("gate", &name).map_err(|e| err(g, "name", e.to_string()))?;
             let gate = GateConfig {
                 run: g.get("run").map(str::to_owned),
+                agent: g.get("agent").map(str::to_owned),
                 mode: gate_mode(g)?.unwrap_or(GateMode::Block),
                 timeout: duration(g, "timeout")?.unwrap_or(Duration::from_secs(900)),
                 name: name.clone(),

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{PlanId, WriterId};
+use crate::ids::{PlanId, RunId, TaskId, WriterId};
 
 /// The envelope format this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
@@ -80,9 +80,398 @@ pub enum Event {
         /// The approval commit.
         commit: String,
     },
+    /// A run of an approved plan revision began.
+    RunStarted {
+        run_id: RunId,
+        plan_id: PlanId,
+        revision: u32,
+        plan_hash: String,
+        /// The approval commit that allowed it.
+        approval: String,
+        /// The branch results land on.
+        target: String,
+        /// The commit attempts start from.
+        base: String,
+        settings: RunSettings,
+    },
+    /// A driver process took over an existing run (after a crash, Ctrl-C,
+    /// or on another invocation of the same `run` command).
+    RunResumed {
+        run_id: RunId,
+        pid: u32,
+        host: String,
+    },
+    /// An attempt's branch exists (created in the same ref transaction as
+    /// this event); its worktree is being made.
+    AttemptCreated {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        branch: String,
+        base: String,
+        worktree: String,
+        /// First port of the attempt's block of [`PORT_BLOCK`].
+        port: u16,
+        agent: String,
+    },
+    /// The attempt's agent process is running.
+    AttemptStarted {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        pid: u32,
+        /// Process group id (the agent leads its own group).
+        pgid: u32,
+    },
+    /// The per-worktree setup command ran.
+    SetupFinished {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        ok: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<i32>,
+        duration_ms: u64,
+        /// Masked tail of its output.
+        tail: String,
+    },
+    /// The attempt's agent exited, was stopped, or could not run.
+    AgentFinished {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+        timed_out: bool,
+        duration_ms: u64,
+        usage: AgentUsage,
+        /// Set when the agent was unavailable (missing, rate limited):
+        /// the fallback chain may try another agent.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        unavailable: Option<String>,
+        /// Masked tail of its output.
+        tail: String,
+    },
+    /// What the agent left became the attempt's result commit.
+    AttemptResult {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        commit: String,
+        tree: String,
+        /// Paths changed relative to the attempt's base.
+        changed: usize,
+    },
+    /// One gate's verdict on an attempt's result.
+    GateVerdict {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        verdict: Verdict,
+    },
+    /// An attempt ended.
+    AttemptFinished {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        outcome: Outcome,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<Failure>,
+    },
+    /// A person asked for a task to be retried, skipped or cancelled.
+    TaskControl {
+        run_id: RunId,
+        task: TaskId,
+        action: Control,
+        by: String,
+    },
+    /// The run stopped dispatching (breaker, budget, interrupt); it can be
+    /// resumed.
+    RunStopped {
+        run_id: RunId,
+        reason: StopReason,
+        detail: String,
+    },
+    /// Every task has reached an end state.
+    RunFinished { run_id: RunId, summary: RunSummary },
+    /// An attempt's worktree was removed (its branch and commits stay).
+    WorkspaceCleaned {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        path: String,
+    },
     /// A diagnostic marker written by `git orch debug append`; used by the
     /// concurrency tests and benchmarks, harmless in a real log.
     DebugMarker { label: String, n: u64 },
+}
+
+/// Ports reserved per attempt, exported from `ORCH_PORT`.
+pub const PORT_BLOCK: u16 = 10;
+
+/// The settings a run was started with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub cap: usize,
+    /// Default agent (a subtask's `agent` wins).
+    pub agent: String,
+    /// Agents tried in order when the chosen one is unavailable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback: Vec<String>,
+    pub timeout_secs: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_usd: Option<f64>,
+    pub retries: u32,
+    pub breaker_failures: u32,
+    pub breaker_retries: u32,
+    pub breaker_empty: u32,
+}
+
+/// Tokens and cost an agent reported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AgentUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// How a gate's failure counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateMode {
+    /// A failure stops the attempt from reaching the merge queue.
+    Block,
+    /// A failure is reported but does not stop the attempt.
+    Warn,
+    /// The gate does not run.
+    Skip,
+}
+
+impl GateMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateMode::Block => "block",
+            GateMode::Warn => "warn",
+            GateMode::Skip => "skip",
+        }
+    }
+}
+
+/// What a gate said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateStatus {
+    Pass,
+    Fail,
+    /// Failed, but the gate's mode is `warn`.
+    Warn,
+    Skipped,
+    /// The gate could not run (command missing, crashed, timed out).
+    Error,
+    /// Reused from an earlier verdict on the same tree and command.
+    Cached,
+}
+
+impl GateStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateStatus::Pass => "pass",
+            GateStatus::Fail => "fail",
+            GateStatus::Warn => "warn",
+            GateStatus::Skipped => "skipped",
+            GateStatus::Error => "error",
+            GateStatus::Cached => "cached",
+        }
+    }
+}
+
+/// A gate's structured verdict on one result tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub gate: String,
+    pub mode: GateMode,
+    pub status: GateStatus,
+    /// For `cached`: whether the reused verdict passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_pass: Option<bool>,
+    /// The command run, for command gates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    pub duration_ms: u64,
+    pub summary: String,
+    /// Masked tail of the gate's output.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tail: String,
+    /// Gate-specific structured data (out-of-scope paths, secret
+    /// locations without the secret, failing test names, …).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub details: serde_json::Value,
+}
+
+impl Verdict {
+    /// Whether this verdict stops the attempt.
+    pub fn blocks(&self) -> bool {
+        self.mode == GateMode::Block
+            && match self.status {
+                GateStatus::Fail | GateStatus::Error => true,
+                GateStatus::Cached => self.cached_pass == Some(false),
+                _ => false,
+            }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every blocking gate passed.
+    Passed,
+    /// The agent or a gate failed.
+    Failed,
+    /// Given up without a result (its driver died, its worktree could not
+    /// be made, it was cancelled or stopped).
+    Abandoned,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Abandoned => "abandoned",
+        }
+    }
+}
+
+/// Why an attempt failed, in the taxonomy the retry logic and the
+/// circuit breaker use.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub class: FailureClass,
+    pub reason: String,
+}
+
+/// Failure classes: deterministic ones will fail the same way again
+/// without a change of approach; transient ones may pass on a plain retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// A blocking gate failed (tests, build, lint, verification, review).
+    Gate,
+    /// The result touched files outside the subtask's ownership.
+    Scope,
+    /// The result added a secret.
+    Secret,
+    /// The agent changed nothing.
+    Empty,
+    /// The agent exited non-zero or was killed (not by a timeout).
+    AgentCrash,
+    /// The agent ran past its timeout.
+    Timeout,
+    /// The agent was unavailable (missing binary, rate limit).
+    Unavailable,
+    /// The per-worktree setup command failed.
+    Setup,
+    /// git-orch itself could not carry out the attempt (its worktree
+    /// could not be made, a step failed).
+    Internal,
+    /// Stopped from outside: Ctrl-C, the circuit breaker, or a driver that
+    /// died and was replaced. Says nothing about the task.
+    Interrupted,
+    /// Integration with the current target failed (merge queue).
+    Integration,
+}
+
+impl FailureClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureClass::Gate => "gate",
+            FailureClass::Scope => "scope",
+            FailureClass::Secret => "secret",
+            FailureClass::Empty => "empty",
+            FailureClass::AgentCrash => "agent_crash",
+            FailureClass::Timeout => "timeout",
+            FailureClass::Unavailable => "unavailable",
+            FailureClass::Setup => "setup",
+            FailureClass::Internal => "internal",
+            FailureClass::Interrupted => "interrupted",
+            FailureClass::Integration => "integration",
+        }
+    }
+
+    /// Whether a plain retry is likely to behave differently.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            FailureClass::AgentCrash
+                | FailureClass::Timeout
+                | FailureClass::Unavailable
+                | FailureClass::Internal
+                | FailureClass::Interrupted
+        )
+    }
+}
+
+/// A person's request about one task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// Run it again, with a fresh retry budget.
+    Retry,
+    /// Do not run it; dependents may proceed.
+    Skip,
+    /// Stop it and do not run it again; dependents do not proceed.
+    Cancel,
+}
+
+impl Control {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Control::Retry => "retry",
+            Control::Skip => "skip",
+            Control::Cancel => "cancel",
+        }
+    }
+}
+
+/// Why a run stopped dispatching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    Breaker,
+    Budget,
+    Interrupted,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Breaker => "circuit breaker",
+            StopReason::Budget => "budget",
+            StopReason::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Totals recorded when a run finishes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub tasks: usize,
+    pub done: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub cancelled: usize,
+    /// Tasks that could not start because a dependency failed or was
+    /// cancelled.
+    #[serde(default)]
+    pub blocked: usize,
+    pub attempts: usize,
+    pub gate_runs: usize,
+    pub cost_usd: f64,
+    pub duration_ms: u64,
 }
 
 /// A human decision on a plan revision.
@@ -99,6 +488,19 @@ impl Event {
         match self {
             Event::Initialized { .. } => "initialized",
             Event::PlanAdded { .. } => "plan_added",
+            Event::RunStarted { .. } => "run_started",
+            Event::RunResumed { .. } => "run_resumed",
+            Event::AttemptCreated { .. } => "attempt_created",
+            Event::AttemptStarted { .. } => "attempt_started",
+            Event::SetupFinished { .. } => "setup_finished",
+            Event::AgentFinished { .. } => "agent_finished",
+            Event::AttemptResult { .. } => "attempt_result",
+            Event::GateVerdict { .. } => "gate_verdict",
+            Event::AttemptFinished { .. } => "attempt_finished",
+            Event::TaskControl { .. } => "task_control",
+            Event::RunStopped { .. } => "run_stopped",
+            Event::RunFinished { .. } => "run_finished",
+            Event::WorkspaceCleaned { .. } => "workspace_cleaned",
             Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
         }
@@ -129,6 +531,115 @@ impl Event {
                     "plan {plan_id} revision {revision} sent back for revision by {approver}"
                 ),
             },
+            Event::RunStarted {
+                run_id,
+                plan_id,
+                revision,
+                target,
+                ..
+            } => format!(
+                "run {run_id} of plan {plan_id} revision {revision} started, target {target}"
+            ),
+            Event::RunResumed { run_id, pid, host } => {
+                format!("run {run_id} driven by pid {pid} on {host}")
+            }
+            Event::AttemptCreated {
+                run_id,
+                task,
+                attempt,
+                agent,
+                ..
+            } => format!("{run_id}/{task} attempt {attempt} created for {agent}"),
+            Event::AttemptStarted {
+                run_id,
+                task,
+                attempt,
+                pid,
+                ..
+            } => format!("{run_id}/{task} attempt {attempt} agent started (pid {pid})"),
+            Event::SetupFinished {
+                run_id,
+                task,
+                attempt,
+                ok,
+                ..
+            } => format!(
+                "{run_id}/{task} attempt {attempt} setup {}",
+                if *ok { "done" } else { "failed" }
+            ),
+            Event::AgentFinished {
+                run_id,
+                task,
+                attempt,
+                exit,
+                timed_out,
+                unavailable,
+                ..
+            } => {
+                let how = match (unavailable, timed_out, exit) {
+                    (Some(u), _, _) => format!("unavailable ({u})"),
+                    (None, true, _) => "timed out".to_owned(),
+                    (None, false, Some(c)) => format!("exited {c}"),
+                    (None, false, None) => "was killed".to_owned(),
+                };
+                format!("{run_id}/{task} attempt {attempt} agent {how}")
+            }
+            Event::AttemptResult {
+                run_id,
+                task,
+                attempt,
+                commit,
+                changed,
+                ..
+            } => format!(
+                "{run_id}/{task} attempt {attempt} result {} ({changed} paths)",
+                &commit[..commit.len().min(12)]
+            ),
+            Event::GateVerdict {
+                run_id,
+                task,
+                attempt,
+                verdict,
+            } => format!(
+                "{run_id}/{task} attempt {attempt} gate {} {}",
+                verdict.gate,
+                verdict.status.as_str()
+            ),
+            Event::AttemptFinished {
+                run_id,
+                task,
+                attempt,
+                outcome,
+                failure,
+            } => match failure {
+                Some(f) => format!(
+                    "{run_id}/{task} attempt {attempt} {}: {}",
+                    outcome.as_str(),
+                    f.reason
+                ),
+                None => format!("{run_id}/{task} attempt {attempt} {}", outcome.as_str()),
+            },
+            Event::TaskControl {
+                run_id,
+                task,
+                action,
+                by,
+            } => format!("{run_id}/{task} {} requested by {by}", action.as_str()),
+            Event::RunStopped {
+                run_id,
+                reason,
+                detail,
+            } => format!("run {run_id} stopped ({}): {detail}", reason.as_str()),
+            Event::RunFinished { run_id, summary } => format!(
+                "run {run_id} finished: {} done, {} failed, {} skipped",
+                summary.done, summary.failed, summary.skipped
+            ),
+            Event::WorkspaceCleaned {
+                run_id,
+                task,
+                attempt,
+                ..
+            } => format!("{run_id}/{task} attempt {attempt} worktree removed"),
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
         }
     }

@@ -13,4 +13,6 @@ pub mod gate;
 pub mod ids;
 pub mod plan;
 pub mod process;
+pub mod run;
+pub mod state;
 pub mod store;

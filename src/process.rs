@@ -155,3 +155,281 @@ impl Git {
         Ok(s)
     }
 }
+
+/// A long-running command (agent, gate, setup) started in its own process
+/// group, with stdout and stderr captured to files.
+#[derive(Clone)]
+pub struct GroupSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// Variables removed from it.
+    pub env_remove: Vec<String>,
+    /// Bytes for stdin; `None` connects stdin to /dev/null (agent CLIs
+    /// read an open stdin as more prompt and would wait forever).
+    pub stdin: Option<Vec<u8>>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    /// Applied to every output line before it reaches the files (secret
+    /// masking): the raw bytes then never touch the disk.
+    pub filter: Option<LineFilter>,
+}
+
+/// A per-line output filter; it may keep state between lines (a private
+/// key spans several).
+pub type LineFilter = std::sync::Arc<dyn Fn(&str) -> String + Send + Sync>;
+
+/// Copies `from` to the file at `to` line by line through `filter`.
+async fn pump(from: impl tokio::io::AsyncRead + Unpin, to: std::fs::File, filter: LineFilter) {
+    use std::io::Write;
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(from);
+    let mut to = std::io::BufWriter::new(to);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                let (body, nl) = match text.strip_suffix('\n') {
+                    Some(b) => (b, "\n"),
+                    None => (text.as_ref(), ""),
+                };
+                let _ = write!(to, "{}{nl}", filter(body));
+                let _ = to.flush();
+            }
+        }
+    }
+}
+
+/// How a group command ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    pub exit: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Stopped because the caller cancelled (Ctrl-C, circuit breaker).
+    pub cancelled: bool,
+}
+
+impl Ended {
+    pub fn success(&self) -> bool {
+        self.exit == Some(0) && !self.timed_out && !self.cancelled
+    }
+}
+
+/// A running command that leads its own process group.
+#[derive(Debug)]
+pub struct GroupChild {
+    child: tokio::process::Child,
+    pgid: u32,
+    pumps: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Sends `signal` to the process group `pgid`; false if no process is in
+/// it. Refuses group ids 0 and 1, which would mean "my own group" and
+/// "every process" to the kernel.
+pub fn signal_group(pgid: u32, signal: i32) -> bool {
+    if pgid <= 1 || pgid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: killpg has no memory effects; the group id was checked to be
+    // a real group (> 1), never 0 (our own group) or negative.
+    unsafe { libc::killpg(pgid as libc::pid_t, signal) == 0 }
+}
+
+/// Whether any process is still in group `pgid`.
+pub fn group_alive(pgid: u32) -> bool {
+    signal_group(pgid, 0)
+}
+
+/// The working directory of process `pid`, where the OS tells it
+/// (`/proc` on Linux); used to recognise an orphaned agent before
+/// stopping it, so a recycled pid is never signalled.
+pub fn process_cwd(pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+}
+
+/// Stops the group `pgid`: SIGTERM, then SIGKILL after `grace` if any
+/// member is left. Blocking; for groups this process did not start (an
+/// orphan found on resume).
+pub fn stop_group_blocking(pgid: u32, grace: std::time::Duration) {
+    if !signal_group(pgid, libc::SIGTERM) {
+        return;
+    }
+    let deadline = std::time::Instant::now() + grace;
+    while std::time::Instant::now() < deadline {
+        if !group_alive(pgid) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    signal_group(pgid, libc::SIGKILL);
+}
+
+impl GroupChild {
+    /// Starts `spec` as the leader of a new process group.
+    pub fn spawn(spec: &GroupSpec) -> Result<Self, ProcessError> {
+        let open = |p: &Path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|source| ProcessError::Spawn {
+                    program: format!("{} (log file {})", spec.program, p.display()),
+                    source,
+                })
+        };
+        let mut cmd = tokio::process::Command::new(&spec.program);
+        let (out, err) = (open(&spec.stdout)?, open(&spec.stderr)?);
+        cmd.args(&spec.args).current_dir(&spec.cwd).process_group(0);
+        if spec.filter.is_some() {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        } else {
+            cmd.stdout(Stdio::from(out.try_clone().map_err(|source| {
+                ProcessError::Spawn {
+                    program: spec.program.clone(),
+                    source,
+                }
+            })?))
+            .stderr(Stdio::from(err.try_clone().map_err(|source| {
+                ProcessError::Spawn {
+                    program: spec.program.clone(),
+                    source,
+                }
+            })?));
+        }
+        cmd.stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .kill_on_drop(false);
+        for k in &spec.env_remove {
+            cmd.env_remove(k);
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().map_err(|source| ProcessError::Spawn {
+            program: spec.program.clone(),
+            source,
+        })?;
+        let pgid = child.id().expect("a just-spawned child has a pid");
+        let mut pumps = Vec::new();
+        if let Some(filter) = &spec.filter {
+            if let Some(o) = child.stdout.take() {
+                pumps.push(tokio::spawn(pump(o, out, filter.clone())));
+            }
+            if let Some(e) = child.stderr.take() {
+                pumps.push(tokio::spawn(pump(e, err, filter.clone())));
+            }
+        }
+        if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // A child that exits without reading is not an error here.
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        Ok(Self { child, pgid, pumps })
+    }
+
+    /// The leader's pid, which is also the group id.
+    pub fn pid(&self) -> u32 {
+        self.pgid
+    }
+
+    /// Waits until the leader exits, `deadline` passes, or `cancel` turns
+    /// true; then makes sure no member of the group is left (TERM, then
+    /// KILL after `grace`).
+    pub async fn wait(
+        &mut self,
+        deadline: tokio::time::Instant,
+        cancel: &mut tokio::sync::watch::Receiver<bool>,
+        grace: std::time::Duration,
+    ) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
+        let mut timed_out = false;
+        let mut cancelled = false;
+        let status = tokio::select! {
+            s = self.child.wait() => s.ok(),
+            _ = tokio::time::sleep_until(deadline) => { timed_out = true; None }
+            _ = async { while !*cancel.borrow_and_update() { if cancel.changed().await.is_err() { std::future::pending::<()>().await } } } => { cancelled = true; None }
+        };
+        let status = match status {
+            Some(s) => Some(s),
+            None => self.stop(grace).await,
+        };
+        // Whatever the leader left behind in its group goes too.
+        if group_alive(self.pgid) {
+            signal_group(self.pgid, libc::SIGTERM);
+            let end = tokio::time::Instant::now() + grace;
+            while group_alive(self.pgid) && tokio::time::Instant::now() < end {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+        // The group is gone, so the pipes are closed: the copies finish.
+        for p in self.pumps.drain(..) {
+            let _ = p.await;
+        }
+        Ended {
+            exit: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
+            timed_out,
+            cancelled,
+        }
+    }
+
+    /// TERM to the group, KILL after `grace`; returns the leader's status.
+    async fn stop(&mut self, grace: std::time::Duration) -> Option<std::process::ExitStatus> {
+        signal_group(self.pgid, libc::SIGTERM);
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(s) => s.ok(),
+            Err(_) => {
+                signal_group(self.pgid, libc::SIGKILL);
+                self.child.wait().await.ok()
+            }
+        }
+    }
+}
+
+/// The last `max` bytes of a file, as text (for output tails).
+pub fn tail_of(path: &Path, max: usize) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(max as u64);
+    let _ = f.seek(SeekFrom::Start(start));
+    let mut buf = Vec::new();
+    let _ = f.take(max as u64).read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    // Start at a line boundary when the tail was cut.
+    if start > 0
+        && let Some(i) = text.find('\n')
+    {
+        return text[i + 1..].to_owned();
+    }
+    text
+}
+
+/// Whether `program` can be found on PATH (or is an existing path).
+pub fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        return executable(Path::new(program));
+    }
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths).any(|dir| executable(&dir.join(program)))
+    })
+}

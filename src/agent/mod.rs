@@ -114,6 +114,11 @@ pub enum AgentError {
         "[agent \"{section}\"]: unknown kind {kind:?}; use one of claude, codex, gemini, aider, command, fake"
     )]
     UnknownKind { section: String, kind: String },
+    /// Neither a built-in agent nor a configured section.
+    #[error(
+        "no agent named {name:?}\nhint: use claude, codex, gemini, aider or fake, or define `[agent \"{name}\"]` in .orch/config"
+    )]
+    Unknown { name: String },
     /// No `kind`, and the section name is not a built-in one to infer it from.
     #[error(
         "[agent \"{section}\"]: no kind; add `kind = claude` (or codex, gemini, aider, command, fake)"
@@ -311,6 +316,20 @@ impl AgentSpec {
             spec.env.push((key.to_owned(), value.to_owned()));
         }
         Ok(spec)
+    }
+
+    /// The spec named `name`: its `[agent "NAME"]` section in `configured`
+    /// if there is one, else the built-in of that name.
+    pub fn resolve(
+        name: &str,
+        configured: &BTreeMap<String, BTreeMap<String, Vec<String>>>,
+    ) -> Result<AgentSpec, AgentError> {
+        match configured.get(name) {
+            Some(values) => AgentSpec::from_config(name, values),
+            None => AgentSpec::builtin(name).ok_or_else(|| AgentError::Unknown {
+                name: name.to_owned(),
+            }),
+        }
     }
 
     /// The binary this spec runs (`None` for `Command`, which runs `sh`).

@@ -6,12 +6,18 @@
 //! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
 
 pub mod approve;
+pub mod cleanup;
 pub mod debug;
+pub mod gate;
+pub mod hook;
 pub mod init;
 pub mod log;
 pub mod output;
 pub mod plan;
+pub mod run;
+pub mod status;
 pub mod sync;
+pub mod task;
 
 use std::path::PathBuf;
 
@@ -96,6 +102,14 @@ pub enum Command {
     Init(init::InitArgs),
     Plan(plan::PlanArgs),
     Approve(approve::ApproveArgs),
+    Run(run::RunArgs),
+    Status(status::StatusArgs),
+    Gate(gate::GateArgs),
+    Retry(task::TaskArgs),
+    Skip(task::TaskArgs),
+    Cancel(task::TaskArgs),
+    Cleanup(cleanup::CleanupArgs),
+    Hook(hook::HookArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     #[command(hide = true)]
@@ -143,6 +157,14 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Init(args) => init::run(cli, args),
         Command::Plan(args) => plan::run(cli, args),
         Command::Approve(args) => approve::run(cli, args),
+        Command::Run(args) => run::run(cli, args),
+        Command::Status(args) => status::run(cli, args),
+        Command::Gate(args) => gate::run(cli, args),
+        Command::Retry(args) => task::run(cli, args, crate::event::Control::Retry),
+        Command::Skip(args) => task::run(cli, args, crate::event::Control::Skip),
+        Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),
+        Command::Cleanup(args) => cleanup::run(cli, args),
+        Command::Hook(args) => hook::run(cli, args),
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),

@@ -1,11 +1,25 @@
-//! Content gates: checks a change must pass before it may merge.
+//! Gates: deciding from the repository itself whether an attempt's result
+//! may go on to the merge queue.
 //!
-//! This module so far holds only the pure scanners the gates are built on:
-//! `diffscan` turns two versions of a file into the lines a change added,
-//! and `secrets` and `placeholders` look for what must not be added. They do
-//! no I/O, touch no git objects and print nothing; reading blobs belongs to
-//! `store`, deciding a verdict to the gate stack, showing it to `cli`.
+//! The scanners (`diffscan`, `secrets`, `placeholders`) are pure. `stack`
+//! turns configuration and the approved plan into the list of gates for one
+//! subtask; `builtin` evaluates the diff-based gates from git trees;
+//! `command` runs command gates (build, test, lint, the verification) in the
+//! attempt's worktree; `review` asks an agent for a structured verdict;
+//! `context` turns failures into the retry context the next attempt reads;
+//! `evaluate` runs a whole stack with the verdict cache.
 
+pub mod builtin;
+pub mod command;
+pub mod context;
 pub mod diffscan;
+pub mod evaluate;
+pub mod masking;
 pub mod placeholders;
+pub mod review;
 pub mod secrets;
+pub mod stack;
+pub mod tests_output;
+
+pub use evaluate::{StackOutcome, Subject, evaluate};
+pub use stack::{GateDef, GateKind, stack};

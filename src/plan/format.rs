@@ -30,17 +30,7 @@ pub const MAX_GLOBS: usize = 1_000;
 /// Longest single string field (instruction, deliverable, command…).
 pub const MAX_TEXT: usize = 64 * 1024;
 
-/// How a gate's failure counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GateMode {
-    /// A failure stops the attempt from reaching the merge queue.
-    Block,
-    /// A failure is reported but does not stop the attempt.
-    Warn,
-    /// The gate does not run.
-    Skip,
-}
+pub use crate::event::GateMode;
 
 /// A gate setting in a plan: overrides `[gate "NAME"]` of `.orch/config`
 /// for the whole plan or one subtask, so what gates a result is part of

@@ -19,6 +19,7 @@ pub mod notes;
 pub mod objects;
 pub mod refs;
 pub mod sync;
+pub mod worktrees;
 
 use std::path::{Path, PathBuf};
 

@@ -5,6 +5,20 @@
 
 use super::{Oid, Result, Store, StoreError};
 
+/// One path that differs between two trees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathChange {
+    pub path: String,
+    /// The blob before (None: added).
+    pub old: Option<Oid>,
+    /// The blob after (None: deleted).
+    pub new: Option<Oid>,
+    /// Whether either side is a symbolic link (its blob is the target).
+    pub symlink: bool,
+    /// Whether either side is a submodule commit.
+    pub submodule: bool,
+}
+
 /// A commit's fields that the layers above need, detached from gix.
 #[derive(Debug, Clone)]
 pub struct CommitInfo {
@@ -202,6 +216,68 @@ impl Store {
             }
         }
         out.sort();
+        Ok(out)
+    }
+
+    /// The paths that differ between two trees, without rename detection (a
+    /// rename is a deletion plus an addition, so both sides are listed).
+    pub fn diff_trees(&self, old: Oid, new: Oid) -> Result<Vec<PathChange>> {
+        use gix::object::tree::diff::ChangeDetached as C;
+        let load = |id: Oid| {
+            self.repo
+                .find_tree(id)
+                .map_err(|e| StoreError::git(format!("reading tree {id}"), e))
+        };
+        let (a, b) = (load(old)?, load(new)?);
+        let changes = self
+            .repo
+            .diff_tree_to_tree(&a, &b, gix::diff::Options::default())
+            .map_err(|e| StoreError::git(format!("diffing {old}..{new}"), e))?;
+        let mut out = Vec::new();
+        for c in changes {
+            let (path, old, new, modes) = match c {
+                C::Addition {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } => (location, None, Some(id), vec![entry_mode]),
+                C::Deletion {
+                    location,
+                    entry_mode,
+                    id,
+                    ..
+                } => (location, Some(id), None, vec![entry_mode]),
+                C::Modification {
+                    location,
+                    previous_entry_mode,
+                    previous_id,
+                    entry_mode,
+                    id,
+                } => (
+                    location,
+                    Some(previous_id),
+                    Some(id),
+                    vec![previous_entry_mode, entry_mode],
+                ),
+                C::Rewrite { location, .. } => {
+                    return Err(StoreError::Corrupt(format!(
+                        "unexpected rename at {location} with rename detection off"
+                    )));
+                }
+            };
+            if modes.iter().all(|m| m.is_tree()) {
+                continue;
+            }
+            out.push(PathChange {
+                path: path.to_string(),
+                old: old.filter(|_| !modes[0].is_tree()),
+                new: new.filter(|_| !modes.last().is_some_and(|m| m.is_tree())),
+                symlink: modes.iter().any(|m| m.is_link()),
+                submodule: modes.iter().any(|m| m.is_commit()),
+            });
+        }
+        out.sort_by(|x, y| x.path.cmp(&y.path));
         Ok(out)
     }
 

@@ -1,0 +1,192 @@
+//! `git orch run`: start or resume the run of an approved plan.
+
+use clap::Args;
+
+use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use crate::ids::PlanId;
+use crate::run::driver::Progress;
+use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
+
+/// Run an approved plan: one worktree, branch and agent per attempt.
+///
+/// Refuses unless `git orch approve verify <plan>` passes. Running the same
+/// command again resumes an unfinished run instead of starting another.
+/// Exit codes: 0 all tasks done, 3 some failed, 64 budget spent, 65 circuit
+/// breaker tripped, 130 interrupted (rerun to resume).
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The plan id.
+    pub plan: String,
+    /// Most attempts running at once (default orch.cap, 4).
+    #[arg(long, value_name = "N")]
+    pub cap: Option<usize>,
+    /// Agent for subtasks that name none (default orch.agent, claude).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Branch results land on (default: the plan's target, orch.target,
+    /// else the current branch).
+    #[arg(long, value_name = "BRANCH")]
+    pub target: Option<String>,
+    /// Start attempts from this commit instead of the target's tip.
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// Stop an agent after this long (e.g. 900, 15m, 2h).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// Stop dispatching once reported agent cost exceeds this many USD.
+    #[arg(long, value_name = "USD")]
+    pub budget: Option<f64>,
+    /// Show what would run; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 900, 15m, 2h)"))
+}
+
+/// Maps run errors to exit codes: an unapproved plan is "blocked" (3).
+pub fn run_error(e: RunError) -> CommandError {
+    match e {
+        RunError::NotApproved(m) => CommandError::with_code(exit::BLOCKED, m),
+        other => CommandError::error(other.to_string()),
+    }
+}
+
+/// Prints progress lines on stderr.
+pub fn print_progress(p: Progress) {
+    let line = match p {
+        Progress::Resumed { run, abandoned: 0 } => format!("run {run}: driving"),
+        Progress::Resumed { run, abandoned } => format!(
+            "run {run}: driving; {abandoned} attempt(s) left open by a previous driver were abandoned"
+        ),
+        Progress::Dispatched {
+            task,
+            attempt,
+            agent,
+        } => format!("  {task:<24} attempt {attempt} started ({agent})"),
+        Progress::Ended {
+            task,
+            attempt,
+            outcome,
+            reason,
+        } => match reason {
+            Some(r) => format!("  {task:<24} attempt {attempt} {}: {r}", outcome.as_str()),
+            None => format!("  {task:<24} attempt {attempt} {}", outcome.as_str()),
+        },
+        Progress::Stopping(why) => format!("stopping: {why}"),
+    };
+    output::status(&line);
+}
+
+pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    let plan = PlanId::new(&args.plan).map_err(|e| CommandError::error(e.to_string()))?;
+    if args.budget.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
+        return Err(CommandError::with_code(
+            exit::USAGE,
+            "--budget must be a non-negative number",
+        ));
+    }
+    let opts = RunOptions {
+        cap: args.cap,
+        agent: args.agent.clone(),
+        target: args.target.clone(),
+        base: args.base.clone(),
+        timeout: args.timeout,
+        budget: args.budget,
+        dry_run: args.dry_run,
+    };
+    let ctx = match run::prepare(&store, &plan, &opts).map_err(run_error)? {
+        Prepared::DryRun(d) => {
+            let mut out = output::Out::new();
+            out.line(&format!(
+                "{} plan {} revision {} onto {} from {}",
+                match &d.run {
+                    Some(r) => format!("would resume run {r} of"),
+                    None => "would start a run of".into(),
+                },
+                d.plan_id,
+                d.revision,
+                d.target,
+                &d.base.to_string()[..12]
+            ));
+            out.line(&format!(
+                "cap {}, agent {}, timeout {}s, retries {}, worktrees under {}",
+                d.settings.cap,
+                d.settings.agent,
+                d.settings.timeout_secs,
+                d.settings.retries,
+                d.worktree_root.display()
+            ));
+            for (task, status, ready) in d.tasks {
+                out.line(&format!(
+                    "  {task:<24} {status:<10}{}",
+                    if ready { " ready now" } else { "" }
+                ));
+            }
+            return Ok(exit::OK);
+        }
+        Prepared::Started(ctx) => {
+            output::status(&format!(
+                "Started run {} of plan {} revision {} onto {} (cap {}, agent {}).",
+                ctx.run,
+                ctx.plan().id,
+                ctx.revision.revision,
+                ctx.target,
+                ctx.run_settings.cap,
+                ctx.run_settings.agent
+            ));
+            ctx
+        }
+        Prepared::Resumed(ctx) => {
+            output::status(&format!(
+                "Resuming run {} of plan {}.",
+                ctx.run,
+                ctx.plan().id
+            ));
+            ctx
+        }
+    };
+    let run_id = ctx.run.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
+    let outcome = runtime
+        .block_on(run::drive(ctx, &print_progress))
+        .map_err(run_error)?;
+    match outcome {
+        DriveOutcome::Finished(s) => {
+            output::status(&format!(
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, ${:.2}.",
+                s.done, s.tasks, s.attempts, s.gate_runs, s.cost_usd
+            ));
+            Ok(exit::OK)
+        }
+        DriveOutcome::Incomplete(s) => Err(CommandError::with_code(
+            exit::BLOCKED,
+            format!(
+                "run {run_id} ended with {} done, {} failed, {} blocked, {} cancelled of {} tasks\nhint: `git orch status {run_id}` shows why; `git orch retry <task>` gives a task a fresh budget",
+                s.done, s.failed, s.blocked, s.cancelled, s.tasks
+            ),
+        )),
+        DriveOutcome::Breaker(why) => Err(CommandError::with_code(
+            exit::BREAKER,
+            format!(
+                "run {run_id} stopped: circuit breaker ({why})\nhint: look at the failing attempts (`git orch status {run_id}`), then rerun to resume"
+            ),
+        )),
+        DriveOutcome::Budget { spent, budget } => Err(CommandError::with_code(
+            exit::BUDGET,
+            format!(
+                "run {run_id} stopped: ${spent:.2} spent of a ${budget:.2} budget\nhint: rerun with a larger --budget to resume"
+            ),
+        )),
+        DriveOutcome::Interrupted => Err(CommandError::with_code(
+            exit::INTERRUPTED,
+            format!("run {run_id} interrupted\nhint: run the same command again to resume"),
+        )),
+    }
+}

@@ -1,0 +1,168 @@
+//! `git orch status`: where a run stands, task by task.
+
+use clap::Args;
+
+use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use crate::run;
+use crate::state::{RunState, TaskStatus};
+
+/// Show a run's tasks: state, attempt, agent, elapsed time, cost,
+/// worktree and port, with run totals.
+///
+/// Without RUN: the newest unfinished run, else the newest run.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The run id.
+    pub run: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh every second until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// The status rows of a run, as JSON values (shared by human and JSON
+/// output).
+pub fn rows(
+    store: &crate::store::Store,
+    run: &RunState,
+) -> Result<Vec<serde_json::Value>, CommandError> {
+    let rev = run::plan_of(store, run).map_err(|e| CommandError::error(e.to_string()))?;
+    let blocked = run::driver::blocked_tasks(run, &rev.plan);
+    let mut out = Vec::new();
+    for sub in &rev.plan.subtasks {
+        let t = run.tasks.get(&sub.id);
+        let retries = run::retries_for(run, sub);
+        let mut status = t
+            .map_or(TaskStatus::Pending, |t| t.status(retries))
+            .as_str()
+            .to_owned();
+        if status == "pending" && blocked.contains(&sub.id) {
+            status = "blocked".into();
+        }
+        let last = t.and_then(|t| t.attempts.last());
+        let elapsed_ms = last.map(|a| {
+            let start = a.started.map_or(a.created_ms, |s| s.2);
+            a.finished_ms.unwrap_or_else(now_ms) - start
+        });
+        let gate = last.and_then(|a| {
+            a.verdicts
+                .iter()
+                .find(|v| v.blocks())
+                .or(a.verdicts.last())
+                .map(|v| format!("{} {}", v.gate, v.status.as_str()))
+        });
+        out.push(serde_json::json!({
+            "task": sub.id,
+            "status": status,
+            "attempt": last.map(|a| a.n),
+            "attempts": t.map_or(0, |t| t.attempts.len()),
+            "agent": last.map(|a| a.agent.clone()),
+            "elapsed_ms": elapsed_ms,
+            "cost_usd": t.map_or(0.0, |t| t.cost()),
+            "worktree": last.map(|a| a.worktree.clone()),
+            "workspace": last.map(|a| a.workspace()),
+            "port": last.map(|a| a.port),
+            "gate": gate,
+            "failure": last.and_then(|a| a.failure.as_ref().map(|f| f.reason.clone())),
+            "writer": last.map(|a| a.writer.to_string()),
+        }));
+    }
+    Ok(out)
+}
+
+fn render(
+    store: &crate::store::Store,
+    run: &RunState,
+    json: bool,
+) -> Result<Vec<String>, CommandError> {
+    let rows = rows(store, run)?;
+    let state = match (&run.finished, &run.stopped) {
+        (Some(_), _) => "finished".to_owned(),
+        (None, Some((reason, _))) => format!("stopped ({})", reason.as_str()),
+        (None, None) => "open".to_owned(),
+    };
+    if json {
+        let v = serde_json::json!({
+            "run": run.id,
+            "plan_id": run.plan_id,
+            "revision": run.revision,
+            "target": run.target,
+            "base": run.base,
+            "state": state,
+            "cost_usd": run.cost(),
+            "settings": run.settings,
+            "summary": run.finished,
+            "tasks": rows,
+        });
+        return Ok(vec![v.to_string()]);
+    }
+    let mut lines = vec![format!(
+        "run {} of plan {} revision {} → {} ({state}), cost ${:.2}",
+        run.id,
+        run.plan_id,
+        run.revision,
+        run.target,
+        run.cost()
+    )];
+    for r in &rows {
+        let s = |k: &str| {
+            r[k].as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| "-".into())
+        };
+        let elapsed = r["elapsed_ms"].as_i64().map_or("-".into(), |ms| {
+            output::format_duration((ms.max(0) / 1000) as u64)
+        });
+        lines.push(format!(
+            "  {:<22} {:<9} {:>3} {:<8} {:>7} {:>7} {:<6} {}",
+            s("task"),
+            s("status"),
+            r["attempt"]
+                .as_u64()
+                .map_or("-".into(), |n| format!("#{n}")),
+            s("agent"),
+            elapsed,
+            format!("${:.2}", r["cost_usd"].as_f64().unwrap_or(0.0)),
+            r["port"].as_u64().map_or("-".into(), |p| p.to_string()),
+            match (&r["failure"], &r["gate"]) {
+                (serde_json::Value::String(f), _) => f.clone(),
+                (_, serde_json::Value::String(g)) => g.clone(),
+                _ => String::new(),
+            }
+        ));
+    }
+    Ok(lines)
+}
+
+pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    loop {
+        let runs = run::runs(&store)?;
+        let r = run::pick_run(&runs, args.run.as_deref())
+            .map_err(|e| CommandError::error(e.to_string()))?;
+        let lines = render(&store, &r, args.json)?;
+        let mut out = output::Out::new();
+        if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            // Clear the screen between frames on a terminal only.
+            out.line("\x1b[2J\x1b[H");
+        }
+        for l in lines {
+            if !out.line(&l) {
+                return Ok(exit::OK);
+            }
+        }
+        if !args.watch {
+            return Ok(exit::OK);
+        }
+        out.flush();
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}

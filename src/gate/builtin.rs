@@ -1,0 +1,229 @@
+//! The built-in gates, computed from `git diff base..result` of the trees:
+//! `diff`, `scope`, `secrets`, `placeholders`.
+//!
+//! They need no worktree and run in milliseconds, so they always run
+//! first; an attempt that fails `scope` or `secrets` does not earn a test
+//! run. Every path a change touches counts for scope: additions,
+//! modifications, deletions, both sides of a rename (rename detection is
+//! off, so a rename is a deletion plus an addition) and symlinks as paths.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::diffscan::{AddedLine, added_lines};
+use super::stack::{GateDef, GateKind};
+use super::{placeholders, secrets};
+use crate::event::{GateStatus, Verdict};
+use crate::plan::glob;
+use crate::store::objects::PathChange;
+use crate::store::{Oid, Store, StoreError};
+
+/// Files larger than this are not scanned line by line (they are still
+/// checked for scope).
+pub const MAX_SCAN_BYTES: usize = 4 * 1024 * 1024;
+
+/// What the built-in gates look at, computed once per result.
+pub struct Changes {
+    pub paths: Vec<PathChange>,
+    pub added: Vec<AddedLine>,
+    /// Added files named like a `.env` file (reported even when empty).
+    pub added_files: Vec<String>,
+}
+
+impl Changes {
+    /// Reads the changes between two trees and the lines they add.
+    pub fn read(store: &Store, base_tree: Oid, result_tree: Oid) -> Result<Self, StoreError> {
+        let paths = store.diff_trees(base_tree, result_tree)?;
+        let mut added = Vec::new();
+        let mut added_files = Vec::new();
+        for c in &paths {
+            let Some(new) = c.new else { continue };
+            if c.submodule {
+                continue;
+            }
+            if c.old.is_none() {
+                added_files.push(c.path.clone());
+            }
+            let new_bytes = store.read_blob(new)?;
+            if new_bytes.len() > MAX_SCAN_BYTES {
+                continue;
+            }
+            let old_bytes = match c.old {
+                Some(o) if !c.symlink => store.read_blob(o)?,
+                _ => Vec::new(),
+            };
+            added.extend(added_lines(&c.path, &old_bytes, &new_bytes));
+        }
+        Ok(Self {
+            paths,
+            added,
+            added_files,
+        })
+    }
+}
+
+fn verdict(
+    def: &GateDef,
+    status: GateStatus,
+    start: Instant,
+    summary: String,
+    details: serde_json::Value,
+) -> Verdict {
+    Verdict {
+        gate: def.name.clone(),
+        mode: def.mode,
+        status,
+        cached_pass: None,
+        command: None,
+        duration_ms: start.elapsed().as_millis() as u64,
+        summary,
+        tail: String::new(),
+        details,
+    }
+}
+
+/// Pass, or fail/warn according to the gate's mode.
+fn failed(def: &GateDef) -> GateStatus {
+    match def.mode {
+        crate::event::GateMode::Warn => GateStatus::Warn,
+        _ => GateStatus::Fail,
+    }
+}
+
+/// Evaluates one built-in gate. `owned` are the subtask's owned globs.
+pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
+    let start = Instant::now();
+    match def.kind {
+        GateKind::Diff => {
+            if changes.paths.is_empty() {
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    "the result changes nothing".into(),
+                    json!(null),
+                )
+            } else {
+                verdict(
+                    def,
+                    GateStatus::Pass,
+                    start,
+                    format!("{} path(s) changed", changes.paths.len()),
+                    json!({ "changed": changes.paths.len() }),
+                )
+            }
+        }
+        GateKind::Scope => {
+            let matchers: Vec<_> = owned.iter().map(|g| glob::matcher(g)).collect();
+            let outside: Vec<&str> = changes
+                .paths
+                .iter()
+                .map(|c| c.path.as_str())
+                .filter(|p| !matchers.iter().any(|m| m.is_match(p)))
+                .collect();
+            if outside.is_empty() {
+                verdict(
+                    def,
+                    GateStatus::Pass,
+                    start,
+                    format!("all {} changed path(s) are owned", changes.paths.len()),
+                    json!(null),
+                )
+            } else {
+                let shown: Vec<&str> = outside.iter().take(10).copied().collect();
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    format!(
+                        "{} changed path(s) outside the owned globs: {}{}",
+                        outside.len(),
+                        shown.join(", "),
+                        if outside.len() > shown.len() {
+                            ", …"
+                        } else {
+                            ""
+                        }
+                    ),
+                    json!({ "out_of_scope": outside, "owned_globs": owned }),
+                )
+            }
+        }
+        GateKind::Secrets => {
+            let mut findings = secrets::scan(&changes.added);
+            // An added `.env` file is reported even when it is empty.
+            for f in &changes.added_files {
+                let added = AddedLine {
+                    path: f.clone(),
+                    line: 1,
+                    text: String::new(),
+                };
+                for env in secrets::scan(std::slice::from_ref(&added)) {
+                    if env.kind == secrets::SecretKind::EnvFile
+                        && !findings
+                            .iter()
+                            .any(|x| x.path == env.path && x.kind == env.kind)
+                    {
+                        findings.push(env);
+                    }
+                }
+            }
+            if findings.is_empty() {
+                verdict(
+                    def,
+                    GateStatus::Pass,
+                    start,
+                    format!("{} added line(s) scanned, no secret", changes.added.len()),
+                    json!(null),
+                )
+            } else {
+                let locations: Vec<String> = findings
+                    .iter()
+                    .map(|f| format!("{}:{} ({})", f.path, f.line, f.kind.describe()))
+                    .collect();
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    format!(
+                        "{} secret(s) added: {}",
+                        findings.len(),
+                        locations.join(", ")
+                    ),
+                    json!({ "secrets": findings }),
+                )
+            }
+        }
+        GateKind::Placeholders => {
+            let findings = placeholders::scan(&changes.added);
+            if findings.is_empty() {
+                verdict(
+                    def,
+                    GateStatus::Pass,
+                    start,
+                    "no placeholder added".into(),
+                    json!(null),
+                )
+            } else {
+                let shown: Vec<String> = findings
+                    .iter()
+                    .take(5)
+                    .map(|f| format!("{}:{}", f.path, f.line))
+                    .collect();
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    format!(
+                        "{} placeholder(s) added (TODO, FIXME, todo!() …): {}",
+                        findings.len(),
+                        shown.join(", ")
+                    ),
+                    json!({ "placeholders": findings }),
+                )
+            }
+        }
+        _ => unreachable!("only built-in gates are evaluated here"),
+    }
+}

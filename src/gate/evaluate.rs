@@ -1,0 +1,221 @@
+//! Running a whole gate stack on one result, with the verdict cache.
+//!
+//! Order: the built-in gates from the trees (all of them, they are cheap);
+//! then, only if none of them blocks, the command gates one by one, each
+//! looked up first in the verdict cache (same tree, gate name and command:
+//! the command does not run again, the verdict is `cached`); then the
+//! reviewer. The first blocking failure stops the expensive part; the gates
+//! not run are reported `skipped` with the reason.
+
+use std::path::PathBuf;
+
+use super::builtin::{self, Changes};
+use super::command::{self, Place};
+use super::review::{self, ReviewInput};
+use super::stack::{GateDef, GateKind};
+use crate::agent::AgentSpec;
+use crate::config::Settings;
+use crate::event::{Failure, FailureClass, GateMode, GateStatus, Verdict};
+use crate::plan::Subtask;
+use crate::store::{Oid, Store, StoreError};
+
+/// What is being gated.
+pub struct Subject {
+    /// The repository (each blocking step opens its own handle).
+    pub common_dir: PathBuf,
+    pub task: Subtask,
+    pub attempt: u32,
+    pub base_tree: Oid,
+    pub result_tree: Oid,
+    /// Where command gates run.
+    pub worktree: PathBuf,
+    /// `ORCH_*` environment for command gates.
+    pub env: Vec<(String, String)>,
+    pub log_dir: PathBuf,
+    /// The agent that wrote the attempt (for reviewer independence).
+    pub writer_agent: String,
+    pub settings: Settings,
+}
+
+/// All verdicts, and the failure they amount to, if any.
+#[derive(Debug, Clone)]
+pub struct StackOutcome {
+    pub verdicts: Vec<Verdict>,
+    pub failure: Option<Failure>,
+}
+
+/// A previous verdict for (gate name, command) on the subject's tree.
+pub type Cache<'a> = &'a (dyn Fn(&str, &str) -> Option<Verdict> + Sync);
+
+fn skipped(def: &GateDef, why: &str) -> Verdict {
+    Verdict {
+        gate: def.name.clone(),
+        mode: def.mode,
+        status: GateStatus::Skipped,
+        cached_pass: None,
+        command: def.kind.command().map(str::to_owned),
+        duration_ms: 0,
+        summary: why.to_owned(),
+        tail: String::new(),
+        details: serde_json::Value::Null,
+    }
+}
+
+/// The failure class a blocking verdict stands for.
+pub fn failure_of(v: &Verdict) -> Failure {
+    let class = match v.gate.as_str() {
+        "scope" => FailureClass::Scope,
+        "secrets" => FailureClass::Secret,
+        "diff" => FailureClass::Empty,
+        _ => FailureClass::Gate,
+    };
+    Failure {
+        class,
+        reason: format!("gate {} {}: {}", v.gate, v.status.as_str(), v.summary),
+    }
+}
+
+/// A masked unified diff of the change, for the reviewer (bounded).
+fn diff_text(store: &Store, changes: &Changes) -> Result<String, StoreError> {
+    const MAX: usize = 200 * 1024;
+    let mut out = String::new();
+    for c in &changes.paths {
+        let read = |id: Option<Oid>| -> Result<String, StoreError> {
+            Ok(match id {
+                Some(i) => String::from_utf8_lossy(&store.read_blob(i)?).into_owned(),
+                None => String::new(),
+            })
+        };
+        let (a, b) = (read(c.old)?, read(c.new)?);
+        let d = similar::TextDiff::from_lines(&a, &b);
+        out.push_str(
+            &d.unified_diff()
+                .header(&format!("a/{}", c.path), &format!("b/{}", c.path))
+                .to_string(),
+        );
+        if out.len() > MAX {
+            out.truncate(MAX);
+            out.push_str("\n… (diff truncated)\n");
+            break;
+        }
+    }
+    Ok(super::masking::mask_text(&out))
+}
+
+/// Runs `defs` on `subject`.
+pub async fn evaluate(
+    subject: &Subject,
+    defs: &[GateDef],
+    cache: Cache<'_>,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<StackOutcome, StoreError> {
+    let want_diff = defs
+        .iter()
+        .any(|d| matches!(d.kind, GateKind::Review { .. }) && d.mode != GateMode::Skip);
+    let (builtins, diff) = {
+        let dir = subject.common_dir.clone();
+        let (base, result) = (subject.base_tree, subject.result_tree);
+        let owned = subject.task.owned_globs.clone();
+        let builtin_defs: Vec<GateDef> = defs
+            .iter()
+            .filter(|d| d.kind.is_builtin())
+            .cloned()
+            .collect();
+        tokio::task::spawn_blocking(move || -> Result<(Vec<Verdict>, String), StoreError> {
+            let store = Store::open(&dir)?;
+            let changes = Changes::read(&store, base, result)?;
+            let verdicts = builtin_defs
+                .iter()
+                .map(|d| {
+                    if d.mode == GateMode::Skip {
+                        skipped(d, "mode skip")
+                    } else {
+                        builtin::evaluate(d, &changes, &owned)
+                    }
+                })
+                .collect();
+            let diff = if want_diff {
+                diff_text(&store, &changes)?
+            } else {
+                String::new()
+            };
+            Ok((verdicts, diff))
+        })
+        .await
+        .expect("the gate thread does not panic")?
+    };
+    let mut verdicts = builtins;
+    let mut blocked: Option<String> = verdicts.iter().find(|v| v.blocks()).map(|v| v.gate.clone());
+    let place = Place {
+        worktree: &subject.worktree,
+        env: &subject.env,
+        log_dir: &subject.log_dir,
+    };
+    for def in defs.iter().filter(|d| !d.kind.is_builtin()) {
+        if def.mode == GateMode::Skip {
+            verdicts.push(skipped(def, "mode skip"));
+            continue;
+        }
+        if let Some(g) = &blocked {
+            verdicts.push(skipped(def, &format!("not run: gate {g} failed")));
+            continue;
+        }
+        if *cancel.borrow() {
+            verdicts.push(skipped(def, "not run: the run was interrupted"));
+            continue;
+        }
+        let verdict = match &def.kind {
+            GateKind::Command { run } | GateKind::Verification { run } => {
+                match cache(&def.name, run) {
+                    Some(prev) => Verdict {
+                        status: GateStatus::Cached,
+                        cached_pass: Some(
+                            matches!(prev.status, GateStatus::Pass)
+                                || prev.cached_pass == Some(true),
+                        ),
+                        summary: format!("cached: {}", prev.summary),
+                        duration_ms: 0,
+                        mode: def.mode,
+                        ..prev
+                    },
+                    None => command::run(def, run, &place, cancel).await,
+                }
+            }
+            GateKind::Review { agent } => {
+                match AgentSpec::resolve(agent, &subject.settings.agents) {
+                    Err(e) => Verdict {
+                        status: GateStatus::Error,
+                        summary: e.to_string(),
+                        ..skipped(def, "")
+                    },
+                    Ok(spec) => {
+                        let so_far: Vec<String> = verdicts
+                            .iter()
+                            .map(|v| format!("- {} {}: {}", v.gate, v.status.as_str(), v.summary))
+                            .collect();
+                        let input = ReviewInput {
+                            spec: &spec,
+                            writer_agent: &subject.writer_agent,
+                            independent: subject.settings.reviewer_independent,
+                            task: &subject.task,
+                            diff: &diff,
+                            gates_so_far: &so_far,
+                            worktree: &subject.worktree,
+                            env: &subject.env,
+                            log_dir: &subject.log_dir,
+                            attempt: subject.attempt,
+                        };
+                        review::run(def, &input, cancel).await
+                    }
+                }
+            }
+            _ => unreachable!("built-in gates were evaluated above"),
+        };
+        if verdict.blocks() {
+            blocked = Some(verdict.gate.clone());
+        }
+        verdicts.push(verdict);
+    }
+    let failure = verdicts.iter().find(|v| v.blocks()).map(failure_of);
+    Ok(StackOutcome { verdicts, failure })
+}

@@ -1,0 +1,68 @@
+//! Masking output as it streams: every line an agent or gate prints passes
+//! through here before it reaches a log file, an event or a note.
+//!
+//! [`super::secrets::mask`] works on whole texts; a stream arrives line by
+//! line, and a private key spans many lines. [`line_filter`] keeps that one
+//! bit of state (inside a key block or not) between lines.
+
+use std::sync::{Arc, Mutex};
+
+use super::secrets::{MASK, mask};
+
+/// A stateful per-line filter that masks secrets, for process output.
+pub fn line_filter() -> Arc<dyn Fn(&str) -> String + Send + Sync> {
+    let in_key = Mutex::new(false);
+    Arc::new(move |line: &str| {
+        let mut inside = in_key.lock().expect("mask state lock is never poisoned");
+        let is_begin = line.contains("-----BEGIN") && line.contains("PRIVATE KEY");
+        let is_end = line.contains("-----END") && line.contains("PRIVATE KEY");
+        if *inside {
+            if is_end {
+                *inside = false;
+                return line.trim().to_owned();
+            }
+            return MASK.to_owned();
+        }
+        if is_begin && !is_end {
+            *inside = true;
+            return line.trim().to_owned();
+        }
+        mask(line)
+    })
+}
+
+/// Masks a whole text (a tail, a message) the same way.
+pub fn mask_text(text: &str) -> String {
+    let f = line_filter();
+    let mut out: Vec<String> = text.lines().map(|l| f(l)).collect();
+    if text.ends_with('\n') {
+        out.push(String::new());
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_blocks_are_masked_across_lines() {
+        let body = "MIIEowIBAAKCAQEAx".repeat(3);
+        let text = format!(
+            "before\n-----BEGIN RSA PRIVATE KEY-----\n{body}\n{body}\n-----END RSA PRIVATE KEY-----\nafter\n"
+        );
+        let out = mask_text(&text);
+        assert!(!out.contains(&body), "{out}");
+        assert!(
+            out.starts_with("before\n") && out.ends_with("after\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn tokens_are_masked_per_line() {
+        let token = format!("ghp_{}", "a1B2".repeat(9));
+        let out = mask_text(&format!("using {token} now"));
+        assert!(!out.contains(&token[4..]), "{out}");
+    }
+}

@@ -1,0 +1,691 @@
+//! One attempt, from branch to verdict.
+//!
+//! create branch + record → add worktree → hooks, prompt, retry context →
+//! setup command → agent (own process group, timeout, masked output) →
+//! result commit → gate stack → note, keep ref → `attempt_finished`.
+//!
+//! Every step is recorded as it happens, so a driver that dies at any point
+//! leaves a log from which the next driver can tell what was done: an
+//! attempt without `attempt_finished` is open, and a resumed driver finds
+//! and abandons it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::agent::{self, AgentSpec, Availability, PromptInput};
+use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome, Verdict};
+use crate::gate::context::RetryContext;
+use crate::gate::{self, GateDef, Subject};
+use crate::plan::Subtask;
+use crate::process::{GroupChild, GroupSpec};
+use crate::store::{Store, StoreError};
+
+use super::workspace::{self, AttemptPaths};
+use super::{RunContext, RunError};
+
+/// Grace between SIGTERM and SIGKILL when an agent is stopped.
+pub const GRACE: Duration = Duration::from_secs(3);
+/// Bytes of agent output kept in its event.
+pub const TAIL_BYTES: usize = 2 * 1024;
+
+/// Verdicts already known, by (tree, gate, command).
+pub type VerdictCache = HashMap<(String, String, String), Verdict>;
+
+/// Everything one attempt needs.
+pub struct Job {
+    pub ctx: Arc<RunContext>,
+    pub task: Subtask,
+    pub n: u32,
+    /// Agents to try, in order, when one is unavailable.
+    pub agents: Vec<String>,
+    pub retry: Option<RetryContext>,
+    pub gates: Vec<GateDef>,
+    pub cache: Arc<VerdictCache>,
+    /// This program, for the commit hook.
+    pub exe: PathBuf,
+}
+
+/// How an attempt ended, for the driver.
+#[derive(Debug, Clone)]
+pub struct End {
+    pub task: crate::ids::TaskId,
+    pub n: u32,
+    pub outcome: Outcome,
+    pub failure: Option<Failure>,
+    pub agent: String,
+}
+
+/// What the agent's run came to.
+struct AgentOutcome {
+    ended: crate::process::Ended,
+    unavailable: Option<String>,
+}
+
+async fn blocking<T: Send + 'static>(
+    ctx: &RunContext,
+    f: impl FnOnce(&Store) -> Result<T, RunError> + Send + 'static,
+) -> Result<T, RunError> {
+    let dir = ctx.common_dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let store = Store::open(&dir)?;
+        f(&store)
+    })
+    .await
+    .expect("attempt steps do not panic")
+}
+
+fn append(store: &Store, events: Vec<Event>) -> Result<(), RunError> {
+    store.append(events)?;
+    Ok(())
+}
+
+fn end(job: &Job, agent: &str, outcome: Outcome, failure: Option<Failure>) -> End {
+    End {
+        task: job.task.id.clone(),
+        n: job.n,
+        outcome,
+        failure,
+        agent: agent.to_owned(),
+    }
+}
+
+/// Picks the first agent of the chain whose program is installed.
+fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
+    let mut missing = Vec::new();
+    for name in chain {
+        match AgentSpec::resolve(name, &ctx.settings.agents) {
+            Ok(spec) => match agent::probe_program(&spec) {
+                Some(p) if !crate::process::on_path(&p) => {
+                    missing.push(format!("{name} ({p} not found)"))
+                }
+                _ => return Ok(spec),
+            },
+            Err(e) => missing.push(e.to_string()),
+        }
+    }
+    Err(format!("no agent available: {}", missing.join("; ")))
+}
+
+/// Runs one attempt to its end; records every step.
+pub async fn run(job: Job, mut cancel: tokio::sync::watch::Receiver<bool>) -> End {
+    let ctx = job.ctx.clone();
+    let spec = match choose_agent(&ctx, &job.agents) {
+        Ok(s) => s,
+        Err(why) => {
+            let agent = job.agents.first().cloned().unwrap_or_default();
+            return finish_unstarted(&job, &agent, FailureClass::Unavailable, why).await;
+        }
+    };
+    let paths = workspace::paths(&ctx, &job.task, job.n);
+    let port = match prepare(&job, &spec, &paths).await {
+        Ok(port) => port,
+        Err(Prepare::NotMade(why)) => {
+            return end(
+                &job,
+                &spec.name,
+                Outcome::Abandoned,
+                Some(Failure {
+                    class: FailureClass::Internal,
+                    reason: why,
+                }),
+            );
+        }
+        Err(Prepare::Failed(class, why)) => {
+            let f = Failure { class, reason: why };
+            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
+            return end(&job, &spec.name, Outcome::Failed, Some(f));
+        }
+    };
+    let env = attempt_env(&job, &paths, &spec, port);
+    if let Some(setup) = ctx.settings.setup.clone()
+        && let Err(f) = run_setup(&job, &paths, &env, &setup, &mut cancel).await
+    {
+        let outcome = if *cancel.borrow() {
+            Outcome::Abandoned
+        } else {
+            Outcome::Failed
+        };
+        let _ = record_end(&job, outcome, Some(f.clone())).await;
+        return end(&job, &spec.name, outcome, Some(f));
+    }
+    let agent_run = match run_agent(&job, &spec, &paths, &env, &mut cancel).await {
+        Ok(a) => a,
+        Err(why) => {
+            let f = Failure {
+                class: FailureClass::Internal,
+                reason: why,
+            };
+            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
+            return end(&job, &spec.name, Outcome::Failed, Some(f));
+        }
+    };
+    if agent_run.ended.cancelled {
+        let f = Failure {
+            class: FailureClass::Interrupted,
+            reason: "stopped: the run was interrupted".into(),
+        };
+        let _ = record_end(&job, Outcome::Abandoned, Some(f.clone())).await;
+        return end(&job, &spec.name, Outcome::Abandoned, Some(f));
+    }
+    if let Some(why) = agent_run.unavailable {
+        let f = Failure {
+            class: FailureClass::Unavailable,
+            reason: format!("agent {} unavailable: {why}", spec.name),
+        };
+        let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
+        return end(&job, &spec.name, Outcome::Failed, Some(f));
+    }
+    match judge(&job, &spec, &paths, &env, &agent_run, &mut cancel).await {
+        Ok((outcome, failure)) => end(&job, &spec.name, outcome, failure),
+        Err(e) => {
+            let f = Failure {
+                class: FailureClass::Internal,
+                reason: e.to_string(),
+            };
+            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
+            end(&job, &spec.name, Outcome::Failed, Some(f))
+        }
+    }
+}
+
+/// An attempt that ended before it had a worktree (no agent available):
+/// recorded so the breaker and the log see it.
+async fn finish_unstarted(job: &Job, agent: &str, class: FailureClass, why: String) -> End {
+    let ctx = job.ctx.clone();
+    let (task, n, agent_name) = (job.task.clone(), job.n, agent.to_owned());
+    let paths = workspace::paths(&ctx, &job.task, job.n);
+    let why2 = why.clone();
+    let ctx2 = ctx.clone();
+    let _ = blocking(&ctx, move |store| {
+        workspace::create(store, &ctx2, &task.id, n, &paths, 0, &agent_name)?;
+        workspace::abandon_unmade(store, &ctx2.run, &task.id, n, &paths, &why2)
+            .map_err(RunError::from)
+    })
+    .await;
+    end(
+        job,
+        agent,
+        Outcome::Abandoned,
+        Some(Failure { class, reason: why }),
+    )
+}
+
+enum Prepare {
+    /// The worktree could not be made; recorded abandoned.
+    NotMade(String),
+    Failed(FailureClass, String),
+}
+
+/// Branch, record, worktree, hooks, prompt and retry context.
+async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u16, Prepare> {
+    let ctx = job.ctx.clone();
+    let (task, n) = (job.task.clone(), job.n);
+    let p = paths.clone();
+    let agent = spec.name.clone();
+    let port = workspace::port_block(&p.worktree, ctx.settings.port_base, ctx.settings.port_span)
+        .unwrap_or(0);
+    let c = ctx.clone();
+    blocking(&ctx, move |store| {
+        workspace::create(store, &c, &task.id, n, &p, port, &agent)
+    })
+    .await
+    .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+    let c = ctx.clone();
+    let p = paths.clone();
+    let task = job.task.clone();
+    let made = blocking(&ctx, move |store| {
+        if let Err(e) = store.add_worktree(&p.worktree, &p.branch_ref) {
+            let why = e.to_string();
+            workspace::abandon_unmade(store, &c.run, &task.id, n, &p, &why)?;
+            return Ok(Err(why));
+        }
+        Ok(Ok(()))
+    })
+    .await
+    .map_err(|e| Prepare::NotMade(e.to_string()))?;
+    made.map_err(Prepare::NotMade)?;
+    let p = paths.clone();
+    let owned = job.task.owned_globs.clone();
+    let exe = job.exe.clone();
+    let prompt = super::prompt::render(
+        ctx.plan(),
+        &job.task,
+        ctx.run.as_str(),
+        job.n,
+        &job.gates,
+        job.retry.as_ref(),
+    );
+    let retry = job.retry.clone();
+    blocking(&ctx, move |store| {
+        workspace::install_hooks(store, &p, &owned, &exe)?;
+        let io = |e| StoreError::io(format!("writing {}", p.prompt.display()), e);
+        if let Some(parent) = p.prompt.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::create_dir_all(&p.log_dir).map_err(io)?;
+        std::fs::write(&p.prompt, crate::gate::masking::mask_text(&prompt)).map_err(io)?;
+        if let Some(r) = retry {
+            let json = serde_json::to_vec_pretty(&r).expect("contexts serialise");
+            std::fs::write(&p.retry_context, json).map_err(io)?;
+        }
+        Ok(())
+    })
+    .await
+    .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+    Ok(port)
+}
+
+/// The environment every process of the attempt gets.
+fn attempt_env(
+    job: &Job,
+    paths: &AttemptPaths,
+    spec: &AgentSpec,
+    port: u16,
+) -> Vec<(String, String)> {
+    let ctx = &job.ctx;
+    let mut env = vec![
+        ("ORCH_RUN".into(), ctx.run.to_string()),
+        ("ORCH_PLAN".into(), ctx.plan().id.to_string()),
+        ("ORCH_TASK".into(), job.task.id.to_string()),
+        ("ORCH_ATTEMPT".into(), job.n.to_string()),
+        ("ORCH_OWNED_GLOBS".into(), job.task.owned_globs.join("\n")),
+        ("ORCH_BASE".into(), ctx.base.to_string()),
+        ("ORCH_PORT".into(), port.to_string()),
+        ("ORCH_AGENT".into(), spec.name.clone()),
+        (
+            "ORCH_PROMPT_FILE".into(),
+            paths.prompt.to_string_lossy().into_owned(),
+        ),
+    ];
+    // An explicit PORT wins over the attempt's block.
+    let explicit_port =
+        std::env::var_os("PORT").is_some() || spec.env.iter().any(|(k, _)| k == "PORT");
+    if !explicit_port {
+        env.push(("PORT".into(), port.to_string()));
+    }
+    if job.retry.is_some() {
+        env.push((
+            "ORCH_RETRY_CONTEXT_FILE".into(),
+            paths.retry_context.to_string_lossy().into_owned(),
+        ));
+    }
+    env.extend(workspace::hooks_env(&paths.hooks));
+    env
+}
+
+/// Variables that would point the child's git at the wrong repository.
+const GIT_REDIRECTS: [&str; 4] = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"];
+
+async fn run_setup(
+    job: &Job,
+    paths: &AttemptPaths,
+    env: &[(String, String)],
+    setup: &str,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(), Failure> {
+    let start = Instant::now();
+    let spec = GroupSpec {
+        program: "sh".into(),
+        args: vec!["-c".into(), setup.into()],
+        cwd: paths.worktree.clone(),
+        env: env.to_vec(),
+        env_remove: GIT_REDIRECTS.iter().map(|s| (*s).to_owned()).collect(),
+        stdin: None,
+        stdout: paths.log_dir.join("setup.out"),
+        stderr: paths.log_dir.join("setup.err"),
+        filter: Some(gate::masking::line_filter()),
+    };
+    let ended = match GroupChild::spawn(&spec) {
+        Ok(mut c) => {
+            let deadline = tokio::time::Instant::now()
+                + Duration::from_secs(job.ctx.run_settings.timeout_secs);
+            c.wait(deadline, cancel, GRACE).await
+        }
+        Err(e) => {
+            return Err(Failure {
+                class: FailureClass::Setup,
+                reason: format!("setup `{setup}` could not start: {e}"),
+            });
+        }
+    };
+    let tail = format!(
+        "{}{}",
+        crate::process::tail_of(&spec.stdout, TAIL_BYTES),
+        crate::process::tail_of(&spec.stderr, TAIL_BYTES)
+    );
+    let ctx = job.ctx.clone();
+    let (task, n) = (job.task.id.clone(), job.n);
+    let ok = ended.success();
+    let duration_ms = start.elapsed().as_millis() as u64;
+    let tail2 = tail.clone();
+    let _ = blocking(&ctx.clone(), move |store| {
+        append(
+            store,
+            vec![Event::SetupFinished {
+                run_id: ctx.run.clone(),
+                task,
+                attempt: n,
+                ok,
+                exit: ended.exit,
+                duration_ms,
+                tail: gate::command::tail_chars(&tail2, TAIL_BYTES),
+            }],
+        )
+    })
+    .await;
+    if ok {
+        Ok(())
+    } else {
+        Err(Failure {
+            class: FailureClass::Setup,
+            reason: format!(
+                "setup `{setup}` failed ({}): {}",
+                ended.exit.map_or("killed".into(), |c| format!("exit {c}")),
+                tail.lines().last().unwrap_or_default()
+            ),
+        })
+    }
+}
+
+async fn run_agent(
+    job: &Job,
+    spec: &AgentSpec,
+    paths: &AttemptPaths,
+    env: &[(String, String)],
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<AgentOutcome, String> {
+    let ctx = job.ctx.clone();
+    let prompt = std::fs::read_to_string(&paths.prompt).map_err(|e| e.to_string())?;
+    let inv = agent::invocation(
+        spec,
+        &PromptInput {
+            prompt: &prompt,
+            prompt_file: &paths.prompt,
+            workdir: &paths.worktree,
+            task: job.task.id.as_str(),
+            attempt: job.n,
+        },
+    );
+    let mut all_env = env.to_vec();
+    all_env.extend(spec.env.clone());
+    all_env.extend(inv.env.clone());
+    let group = GroupSpec {
+        program: inv.program.clone(),
+        args: inv.args.clone(),
+        cwd: paths.worktree.clone(),
+        env: all_env,
+        env_remove: GIT_REDIRECTS.iter().map(|s| (*s).to_owned()).collect(),
+        stdin: inv.stdin.clone(),
+        stdout: paths.log_dir.join("agent.out"),
+        stderr: paths.log_dir.join("agent.err"),
+        filter: Some(gate::masking::line_filter()),
+    };
+    let start = Instant::now();
+    let timeout = Duration::from_secs(spec.timeout_secs.unwrap_or(ctx.run_settings.timeout_secs));
+    let mut child = match GroupChild::spawn(&group) {
+        Ok(c) => c,
+        Err(e) => {
+            // A program that cannot start is unavailable, not a crash.
+            let ended = crate::process::Ended {
+                exit: Some(127),
+                signal: None,
+                timed_out: false,
+                cancelled: false,
+            };
+            let why = e.to_string();
+            record_agent(
+                job,
+                &ended,
+                0,
+                AgentUsage::default(),
+                Some(why.clone()),
+                why.clone(),
+            )
+            .await;
+            return Ok(AgentOutcome {
+                ended,
+                unavailable: Some(why),
+            });
+        }
+    };
+    let pid = child.pid();
+    {
+        let c = ctx.clone();
+        let (task, n) = (job.task.id.clone(), job.n);
+        blocking(&ctx, move |store| {
+            append(
+                store,
+                vec![Event::AttemptStarted {
+                    run_id: c.run.clone(),
+                    task,
+                    attempt: n,
+                    pid,
+                    pgid: pid,
+                }],
+            )
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    }
+    let ended = child
+        .wait(tokio::time::Instant::now() + timeout, cancel, GRACE)
+        .await;
+    let stdout = std::fs::read(&group.stdout).unwrap_or_default();
+    let parsed = agent::parse_usage(spec.kind, &stdout);
+    let usage = AgentUsage {
+        input_tokens: parsed.input_tokens,
+        output_tokens: parsed.output_tokens,
+        cost_usd: parsed.cost_usd,
+    };
+    let tail = format!(
+        "{}{}",
+        crate::process::tail_of(&group.stdout, TAIL_BYTES),
+        crate::process::tail_of(&group.stderr, TAIL_BYTES)
+    );
+    let unavailable = if ended.timed_out || ended.cancelled {
+        None
+    } else {
+        match agent::classify_exit(spec.kind, ended.exit, &tail) {
+            Availability::Available => None,
+            Availability::Missing => Some("its program is missing".to_owned()),
+            Availability::RateLimited => Some("rate limited".to_owned()),
+        }
+    };
+    record_agent(
+        job,
+        &ended,
+        start.elapsed().as_millis() as u64,
+        usage,
+        unavailable.clone(),
+        tail,
+    )
+    .await;
+    Ok(AgentOutcome { ended, unavailable })
+}
+
+async fn record_agent(
+    job: &Job,
+    ended: &crate::process::Ended,
+    duration_ms: u64,
+    usage: AgentUsage,
+    unavailable: Option<String>,
+    tail: String,
+) {
+    let ctx = job.ctx.clone();
+    let (task, n, ended) = (job.task.id.clone(), job.n, *ended);
+    let tail = gate::masking::mask_text(&gate::command::tail_chars(&tail, TAIL_BYTES));
+    let _ = blocking(&ctx.clone(), move |store| {
+        append(
+            store,
+            vec![Event::AgentFinished {
+                run_id: ctx.run.clone(),
+                task,
+                attempt: n,
+                exit: ended.exit,
+                signal: ended.signal,
+                timed_out: ended.timed_out,
+                duration_ms,
+                usage,
+                unavailable,
+                tail,
+            }],
+        )
+    })
+    .await;
+}
+
+/// Result commit, gates, note, keep ref and the attempt's end.
+async fn judge(
+    job: &Job,
+    spec: &AgentSpec,
+    paths: &AttemptPaths,
+    env: &[(String, String)],
+    agent_run: &AgentOutcome,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Result<(Outcome, Option<Failure>), RunError> {
+    let ctx = job.ctx.clone();
+    let (task, n) = (job.task.id.clone(), job.n);
+    let wt = paths.worktree.clone();
+    let agent_name = spec.name.clone();
+    let c = ctx.clone();
+    let (commit, tree) = blocking(&ctx, move |store| {
+        let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
+            .map_err(|e| RunError::Config(format!("committing the result: {e}")))?;
+        let commit_id = store.parse_oid(&commit)?;
+        let tree_id = store.parse_oid(&tree)?;
+        let changed = store.diff_trees(c.base_tree, tree_id)?.len();
+        append(
+            store,
+            vec![Event::AttemptResult {
+                run_id: c.run.clone(),
+                task,
+                attempt: n,
+                commit,
+                tree,
+                changed,
+            }],
+        )?;
+        Ok((commit_id, tree_id))
+    })
+    .await?;
+    let tree_hex = tree.to_string();
+    let cache = job.cache.clone();
+    let lookup = move |gate: &str, command: &str| {
+        cache
+            .get(&(tree_hex.clone(), gate.to_owned(), command.to_owned()))
+            .cloned()
+    };
+    let subject = Subject {
+        common_dir: ctx.common_dir.clone(),
+        task: job.task.clone(),
+        attempt: job.n,
+        base_tree: ctx.base_tree,
+        result_tree: tree,
+        worktree: paths.worktree.clone(),
+        env: env.to_vec(),
+        log_dir: paths.log_dir.clone(),
+        writer_agent: spec.name.clone(),
+        settings: ctx.settings.clone(),
+    };
+    let stack = gate::evaluate(&subject, &job.gates, &lookup, cancel).await?;
+    let ended = agent_run.ended;
+    let agent_failure = if ended.timed_out {
+        Some(Failure {
+            class: FailureClass::Timeout,
+            reason: format!(
+                "agent {} ran past its timeout of {}s",
+                spec.name, ctx.run_settings.timeout_secs
+            ),
+        })
+    } else if !ended.success() {
+        Some(Failure {
+            class: FailureClass::AgentCrash,
+            reason: format!(
+                "agent {} {}",
+                spec.name,
+                match (ended.exit, ended.signal) {
+                    (Some(c), _) => format!("exited {c}"),
+                    (None, Some(s)) => format!("was killed by signal {s}"),
+                    _ => "failed".into(),
+                }
+            ),
+        })
+    } else {
+        None
+    };
+    // A deterministic gate failure says most about what to change; a crash
+    // or timeout comes next; then any other blocking gate.
+    let failure = match (&stack.failure, agent_failure) {
+        (Some(g), _) if matches!(g.class, FailureClass::Scope | FailureClass::Secret) => {
+            Some(g.clone())
+        }
+        (_, Some(a)) => Some(a),
+        (g, None) => g.clone(),
+    };
+    let outcome = if failure.is_some() {
+        Outcome::Failed
+    } else {
+        Outcome::Passed
+    };
+    let secrets_clean = stack
+        .verdicts
+        .iter()
+        .find(|v| v.gate == "secrets")
+        .is_none_or(|v| matches!(v.status, GateStatus::Pass | GateStatus::Skipped));
+    let c = ctx.clone();
+    let (task, n) = (job.task.id.clone(), job.n);
+    let verdicts = stack.verdicts.clone();
+    let fail2 = failure.clone();
+    let agent = spec.name.clone();
+    blocking(&ctx, move |store| {
+        let mut events: Vec<Event> = verdicts
+            .iter()
+            .map(|v| Event::GateVerdict {
+                run_id: c.run.clone(),
+                task: task.clone(),
+                attempt: n,
+                verdict: v.clone(),
+            })
+            .collect();
+        // A result that may hold a secret never becomes reachable from
+        // refs/orch/*, which is what sharing pushes.
+        if secrets_clean {
+            store.keep(&[commit], &format!("{}/{task}/attempt-{n}", c.run))?;
+        }
+        let note =
+            super::control::note_text(&c, &task, n, &agent, &verdicts, outcome, fail2.as_ref());
+        // Notes are derived; failing to write one does not fail the attempt.
+        let _ = store.set_note(commit, &note);
+        events.push(Event::AttemptFinished {
+            run_id: c.run.clone(),
+            task,
+            attempt: n,
+            outcome,
+            failure: fail2,
+        });
+        append(store, events)
+    })
+    .await?;
+    Ok((outcome, failure))
+}
+
+/// Records an attempt's end on its own (for ends without a result).
+async fn record_end(job: &Job, outcome: Outcome, failure: Option<Failure>) -> Result<(), RunError> {
+    let ctx = job.ctx.clone();
+    let (task, n) = (job.task.id.clone(), job.n);
+    blocking(&ctx.clone(), move |store| {
+        append(
+            store,
+            vec![Event::AttemptFinished {
+                run_id: ctx.run.clone(),
+                task,
+                attempt: n,
+                outcome,
+                failure,
+            }],
+        )
+    })
+    .await
+}

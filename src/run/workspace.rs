@@ -1,0 +1,327 @@
+//! An attempt's workspace: its branch, worktree, port block, hook folder,
+//! prompt files, and the commit of whatever the agent leaves.
+//!
+//! The branch and the `attempt_created` record are written in one ref
+//! transaction. The worktree is then added; if that fails, the branch is
+//! deleted and the attempt recorded abandoned in one transaction again, so
+//! there is never a branch without a record or a record pointing at a
+//! branch that was never made.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+
+use crate::event::{Event, Failure, FailureClass, Outcome, PORT_BLOCK};
+use crate::ids::{RunId, TaskId};
+use crate::process::Git;
+use crate::store::log::Operation;
+use crate::store::refs::{Expected, RefUpdate};
+use crate::store::{Oid, Store, StoreError};
+
+use super::{RunContext, RunError};
+
+/// Where one attempt's things live.
+#[derive(Debug, Clone)]
+pub struct AttemptPaths {
+    /// `refs/heads/…` of the attempt branch.
+    pub branch_ref: String,
+    pub worktree: PathBuf,
+    /// `.git/orch/logs/<run>/<task>/attempt-<n>/`: agent and gate output.
+    pub log_dir: PathBuf,
+    /// `.git/orch/prompts/<run>/<task>-<n>.md`
+    pub prompt: PathBuf,
+    /// `.git/orch/prompts/<run>/<task>-<n>.retry.json`
+    pub retry_context: PathBuf,
+    /// `.git/orch/hooks/<run>/<task>-<n>/`: the hooks the agent's git runs.
+    pub hooks: PathBuf,
+}
+
+/// The paths of attempt `n` of `task`.
+pub fn paths(ctx: &RunContext, task: &crate::plan::Subtask, n: u32) -> AttemptPaths {
+    let orch = ctx.common_dir.join("orch");
+    let branch = match &task.branch {
+        Some(prefix) => format!("{prefix}/{}/attempt-{n}", ctx.run),
+        None => format!("orch/{}/{}/attempt-{n}", ctx.run, task.id),
+    };
+    AttemptPaths {
+        branch_ref: format!("refs/heads/{branch}"),
+        worktree: ctx
+            .worktree_root
+            .join(ctx.run.as_str())
+            .join(format!("{}-{n}", task.id)),
+        log_dir: orch
+            .join("logs")
+            .join(ctx.run.as_str())
+            .join(task.id.as_str())
+            .join(format!("attempt-{n}")),
+        prompt: orch
+            .join("prompts")
+            .join(ctx.run.as_str())
+            .join(format!("{}-{n}.md", task.id)),
+        retry_context: orch
+            .join("prompts")
+            .join(ctx.run.as_str())
+            .join(format!("{}-{n}.retry.json", task.id)),
+        hooks: orch
+            .join("hooks")
+            .join(ctx.run.as_str())
+            .join(format!("{}-{n}", task.id)),
+    }
+}
+
+/// A free block of [`PORT_BLOCK`] ports on 127.0.0.1: the candidate comes
+/// from a hash of the worktree path (so an attempt keeps its block across
+/// restarts when it is free), then the next blocks are probed.
+pub fn port_block(worktree: &Path, base: u16, span: u16) -> Option<u16> {
+    let blocks = (span / PORT_BLOCK).max(1) as u64;
+    let hash = blake3::hash(worktree.to_string_lossy().as_bytes());
+    let first = u64::from_le_bytes(hash.as_bytes()[..8].try_into().expect("8 bytes")) % blocks;
+    for i in 0..blocks.min(200) {
+        let start = u32::from(base) + (((first + i) % blocks) * u64::from(PORT_BLOCK)) as u32;
+        if start + u32::from(PORT_BLOCK) > u32::from(u16::MAX) {
+            continue;
+        }
+        let start = start as u16;
+        let free = (start..start + PORT_BLOCK).all(|p| TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if free {
+            return Some(start);
+        }
+    }
+    None
+}
+
+/// Records attempt `n` and creates its branch at the run's base, in one
+/// ref transaction.
+pub fn create(
+    store: &Store,
+    ctx: &RunContext,
+    task: &TaskId,
+    n: u32,
+    p: &AttemptPaths,
+    port: u16,
+    agent: &str,
+) -> Result<(), RunError> {
+    store.transact(|store| {
+        if store.ref_target(&p.branch_ref)?.is_some() {
+            return Err(RunError::Config(format!(
+                "the branch {} already exists; remove it or clean the run up first",
+                p.branch_ref
+            )));
+        }
+        Ok((
+            Operation {
+                events: vec![Event::AttemptCreated {
+                    run_id: ctx.run.clone(),
+                    task: task.clone(),
+                    attempt: n,
+                    branch: p.branch_ref["refs/heads/".len()..].to_owned(),
+                    base: ctx.base.to_string(),
+                    worktree: p.worktree.to_string_lossy().into_owned(),
+                    port,
+                    agent: agent.to_owned(),
+                }],
+                refs: vec![RefUpdate::set(
+                    &p.branch_ref,
+                    ctx.base,
+                    Expected::Absent,
+                    &format!("orch: attempt {n} of {task}"),
+                )],
+            },
+            (),
+        ))
+    })?;
+    Ok(())
+}
+
+/// Gives an attempt up because its worktree could not be made: removes the
+/// branch (still at the base, nothing on it) and records why, atomically.
+pub fn abandon_unmade(
+    store: &Store,
+    run: &RunId,
+    task: &TaskId,
+    n: u32,
+    p: &AttemptPaths,
+    why: &str,
+) -> Result<(), StoreError> {
+    store.transact(|store| {
+        let mut refs = Vec::new();
+        if let Some(at) = store.ref_target(&p.branch_ref)? {
+            refs.push(RefUpdate::delete(
+                &p.branch_ref,
+                at,
+                "orch: attempt abandoned",
+            ));
+        }
+        Ok::<_, StoreError>((
+            Operation {
+                events: vec![Event::AttemptFinished {
+                    run_id: run.clone(),
+                    task: task.clone(),
+                    attempt: n,
+                    outcome: Outcome::Abandoned,
+                    failure: Some(Failure {
+                        class: FailureClass::Internal,
+                        reason: format!("the worktree could not be made: {why}"),
+                    }),
+                }],
+                refs,
+            },
+            (),
+        ))
+    })?;
+    Ok(())
+}
+
+/// Writes the attempt's hook folder: a pre-commit hook that refuses staged
+/// paths outside the owned globs, then hands over to the hook that was in
+/// effect before; every other hook of that folder is chained as is.
+/// `exe` is this program, called back as `git-orch hook pre-commit`.
+pub fn install_hooks(
+    store: &Store,
+    p: &AttemptPaths,
+    owned: &[String],
+    exe: &Path,
+) -> Result<(), StoreError> {
+    let io = |e| StoreError::io(format!("writing hooks in {}", p.hooks.display()), e);
+    std::fs::create_dir_all(&p.hooks).map_err(io)?;
+    let globs_file = p.hooks.join("owned-globs");
+    std::fs::write(&globs_file, owned.join("\n") + "\n").map_err(io)?;
+    let original = original_hooks_dir(store)?;
+    let mut names: Vec<String> = std::fs::read_dir(&original)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| !n.ends_with(".sample"))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !names.iter().any(|n| n == "pre-commit") {
+        names.push("pre-commit".into());
+    }
+    for name in names {
+        let chained = original.join(&name);
+        let mut script =
+            String::from("#!/bin/sh\n# Written by git-orch for one attempt worktree.\n");
+        if name == "pre-commit" {
+            script.push_str(&format!(
+                "{} hook pre-commit --owned-globs {} || exit 1\n",
+                sh_quote(&exe.to_string_lossy()),
+                sh_quote(&globs_file.to_string_lossy())
+            ));
+        }
+        script.push_str(&format!(
+            "if [ -x {h} ]; then exec {h} \"$@\"; fi\nexit 0\n",
+            h = sh_quote(&chained.to_string_lossy())
+        ));
+        let path = p.hooks.join(&name);
+        std::fs::write(&path, script).map_err(io)?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// The hooks folder git uses in this repository: `core.hooksPath` (relative
+/// to the main worktree, as git reads it) or `.git/hooks`.
+pub fn original_hooks_dir(store: &Store) -> Result<PathBuf, StoreError> {
+    Ok(match store.config_get("core.hooksPath")? {
+        Some(p) => {
+            let p = PathBuf::from(p);
+            if p.is_absolute() {
+                p
+            } else {
+                store
+                    .workdir()
+                    .map(Path::to_owned)
+                    .unwrap_or_else(|| store.common_dir().to_owned())
+                    .join(p)
+            }
+        }
+        None => store.common_dir().join("hooks"),
+    })
+}
+
+/// Single-quotes a value for `sh`.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Environment that points the agent's git at the attempt's hook folder
+/// without touching any config file: git reads `GIT_CONFIG_COUNT`,
+/// `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>` (appended after any the
+/// user already set).
+pub fn hooks_env(hooks: &Path) -> Vec<(String, String)> {
+    let n: usize = std::env::var("GIT_CONFIG_COUNT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    vec![
+        ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
+        (format!("GIT_CONFIG_KEY_{n}"), "core.hooksPath".into()),
+        (
+            format!("GIT_CONFIG_VALUE_{n}"),
+            hooks.to_string_lossy().into_owned(),
+        ),
+    ]
+}
+
+/// Commits whatever the agent left in `worktree` (committed or not) as the
+/// attempt's result commit, with trailers naming run, task and attempt.
+/// Returns (commit, tree). Hooks are skipped: the result is judged by the
+/// gates, including what the agent should not have written.
+pub fn commit_result(
+    worktree: &Path,
+    run: &RunId,
+    task: &TaskId,
+    n: u32,
+    agent: &str,
+) -> Result<(String, String), crate::process::ProcessError> {
+    let git = Git::new(worktree)
+        .env("GIT_AUTHOR_NAME", format!("git-orch agent ({agent})"))
+        .env("GIT_AUTHOR_EMAIL", "agent@git-orch.invalid")
+        .env("GIT_COMMITTER_NAME", "git-orch")
+        .env("GIT_COMMITTER_EMAIL", crate::store::ORCH_EMAIL);
+    // Aider's repo-map cache is not the agent's work.
+    git.run(["add", "-A", "--", ".", ":(exclude).aider*"])?;
+    let message = format!(
+        "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
+    );
+    git.run([
+        "-c",
+        "commit.gpgSign=false",
+        "commit",
+        "-q",
+        "--no-verify",
+        "--allow-empty",
+        "-m",
+        &message,
+    ])?;
+    let commit = git.run(["rev-parse", "HEAD"])?;
+    let tree = git.run(["rev-parse", "HEAD^{tree}"])?;
+    Ok((commit, tree))
+}
+
+/// The tree of `commit`.
+pub fn tree_of(store: &Store, commit: Oid) -> Result<Oid, StoreError> {
+    Ok(store.commit_info(commit)?.tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_blocks_are_free_and_stable() {
+        let a = port_block(Path::new("/tmp/x/a-1"), 30_000, 2_000).expect("a block");
+        assert!((30_000..32_000).contains(&a));
+        assert_eq!(a % PORT_BLOCK, 0);
+        let held = TcpListener::bind(("127.0.0.1", a)).expect("bind");
+        let b = port_block(Path::new("/tmp/x/a-1"), 30_000, 2_000).expect("another block");
+        assert_ne!(a, b, "a busy block is skipped");
+        drop(held);
+    }
+
+    #[test]
+    fn quoting_survives_hostile_paths() {
+        assert_eq!(sh_quote("a'b"), "'a'\\''b'");
+    }
+}

@@ -1,0 +1,620 @@
+//! The state of runs, folded from the event log.
+//!
+//! State is never stored: every reader folds the union of all clones' logs
+//! in global order, so every clone that holds the same events sees the same
+//! state. This module is pure; it takes records and returns values. It does
+//! not decide what to do next (that is the scheduler's job); it says what
+//! happened.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::event::{
+    AgentUsage, Control, Event, Failure, FailureClass, Outcome, Record, RunSettings, RunSummary,
+    StopReason, Verdict,
+};
+use crate::ids::{PlanId, RunId, TaskId, WriterId};
+
+/// Where an attempt's worktree is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Workspace {
+    /// Branch and record exist; the agent has not started.
+    Created,
+    /// The agent is (or was last known to be) running.
+    Active,
+    /// The attempt ended with a result.
+    Completed,
+    /// The attempt was given up.
+    Abandoned,
+    /// The worktree was removed.
+    Cleaned,
+}
+
+/// How an agent run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentRun {
+    pub exit: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration_ms: u64,
+    pub usage: AgentUsage,
+    pub unavailable: Option<String>,
+}
+
+/// One attempt at one task.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptState {
+    pub n: u32,
+    pub writer: WriterId,
+    pub branch: String,
+    pub base: String,
+    pub worktree: String,
+    pub port: u16,
+    pub agent: String,
+    pub created_ms: i64,
+    /// (pid, pgid, time) of the agent process.
+    pub started: Option<(u32, u32, i64)>,
+    pub setup_ok: Option<bool>,
+    pub agent_run: Option<AgentRun>,
+    /// (commit, tree, changed paths).
+    pub result: Option<(String, String, usize)>,
+    pub verdicts: Vec<Verdict>,
+    pub outcome: Option<Outcome>,
+    pub failure: Option<Failure>,
+    pub finished_ms: Option<i64>,
+    pub cleaned: bool,
+}
+
+impl AttemptState {
+    /// The worktree's place in its life cycle.
+    pub fn workspace(&self) -> Workspace {
+        if self.cleaned {
+            return Workspace::Cleaned;
+        }
+        match self.outcome {
+            Some(Outcome::Abandoned) => Workspace::Abandoned,
+            Some(_) => Workspace::Completed,
+            None if self.started.is_some() => Workspace::Active,
+            None => Workspace::Created,
+        }
+    }
+
+    /// Whether the attempt has not ended.
+    pub fn is_open(&self) -> bool {
+        self.outcome.is_none()
+    }
+
+    /// Whether its failure counts against the task's retry budget: an
+    /// unavailable agent is the fallback chain's business, not the task's.
+    pub fn counts_as_failure(&self) -> bool {
+        self.outcome == Some(Outcome::Failed)
+            && self
+                .failure
+                .as_ref()
+                .is_none_or(|f| f.class != FailureClass::Unavailable)
+    }
+}
+
+/// One task of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct TaskState {
+    pub attempts: Vec<AttemptState>,
+    /// The last skip/cancel, unless a retry came after it.
+    pub control: Option<Control>,
+    /// Failed attempts numbered at or below this do not count against the
+    /// budget (a `retry` resets it).
+    pub budget_reset_after: u32,
+}
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    /// Not started; may be waiting for dependencies.
+    Pending,
+    /// An attempt is open.
+    Running,
+    /// A failed attempt and budget left: the next attempt is due.
+    Retrying,
+    /// The last attempt passed its gates.
+    Done,
+    /// Terminal: the retry budget is exhausted.
+    Failed,
+    Skipped,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Retrying => "retrying",
+            TaskStatus::Done => "done",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Skipped => "skipped",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Whether nothing more will happen to the task (unless a person asks).
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Done | TaskStatus::Failed | TaskStatus::Skipped | TaskStatus::Cancelled
+        )
+    }
+}
+
+impl TaskState {
+    /// The task's status, given its retry budget.
+    pub fn status(&self, retries: u32) -> TaskStatus {
+        match self.control {
+            Some(Control::Cancel) => return TaskStatus::Cancelled,
+            Some(Control::Skip) => return TaskStatus::Skipped,
+            _ => {}
+        }
+        let Some(last) = self.attempts.last() else {
+            return TaskStatus::Pending;
+        };
+        if last.is_open() {
+            return TaskStatus::Running;
+        }
+        if last.outcome == Some(Outcome::Passed) {
+            return TaskStatus::Done;
+        }
+        if self.failures() > retries {
+            return TaskStatus::Failed;
+        }
+        TaskStatus::Retrying
+    }
+
+    /// Failed attempts that count against the budget.
+    pub fn failures(&self) -> u32 {
+        self.attempts
+            .iter()
+            .filter(|a| a.n > self.budget_reset_after && a.counts_as_failure())
+            .count() as u32
+    }
+
+    /// The open attempt, if any.
+    pub fn open_attempt(&self) -> Option<&AttemptState> {
+        self.attempts.iter().rev().find(|a| a.is_open())
+    }
+
+    /// The next attempt number.
+    pub fn next_attempt(&self) -> u32 {
+        self.attempts.iter().map(|a| a.n).max().unwrap_or(0) + 1
+    }
+
+    /// Money its attempts reported spending.
+    pub fn cost(&self) -> f64 {
+        // `sum` of no floats is -0.0, which prints as "-0.00".
+        0.0 + self
+            .attempts
+            .iter()
+            .filter_map(|a| a.agent_run.as_ref().and_then(|r| r.usage.cost_usd))
+            .sum::<f64>()
+    }
+}
+
+/// A driver that took a run over.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Driver {
+    pub writer: WriterId,
+    pub pid: u32,
+    pub host: String,
+    pub time_ms: i64,
+}
+
+/// One run, as the log tells it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunState {
+    pub id: RunId,
+    pub plan_id: PlanId,
+    pub revision: u32,
+    pub plan_hash: String,
+    pub approval: String,
+    pub target: String,
+    pub base: String,
+    pub settings: RunSettings,
+    pub started_ms: i64,
+    pub drivers: Vec<Driver>,
+    /// The last stop since the last driver took over.
+    pub stopped: Option<(StopReason, String)>,
+    pub finished: Option<RunSummary>,
+    pub tasks: BTreeMap<TaskId, TaskState>,
+}
+
+impl RunState {
+    /// Money spent so far.
+    pub fn cost(&self) -> f64 {
+        0.0 + self.tasks.values().map(TaskState::cost).sum::<f64>()
+    }
+
+    /// Every attempt with its task.
+    pub fn attempts(&self) -> impl Iterator<Item = (&TaskId, &AttemptState)> {
+        self.tasks
+            .iter()
+            .flat_map(|(t, s)| s.attempts.iter().map(move |a| (t, a)))
+    }
+
+    fn attempt_mut(&mut self, task: &TaskId, n: u32) -> Option<&mut AttemptState> {
+        self.tasks
+            .get_mut(task)?
+            .attempts
+            .iter_mut()
+            .find(|a| a.n == n)
+    }
+}
+
+/// Folds records (in global order) into the state of every run.
+pub fn fold<'a>(records: impl IntoIterator<Item = &'a Record>) -> BTreeMap<RunId, RunState> {
+    let mut runs: BTreeMap<RunId, RunState> = BTreeMap::new();
+    for r in records {
+        apply(&mut runs, r);
+    }
+    runs
+}
+
+fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
+    match &r.event {
+        Event::RunStarted {
+            run_id,
+            plan_id,
+            revision,
+            plan_hash,
+            approval,
+            target,
+            base,
+            settings,
+        } => {
+            runs.entry(run_id.clone()).or_insert_with(|| RunState {
+                id: run_id.clone(),
+                plan_id: plan_id.clone(),
+                revision: *revision,
+                plan_hash: plan_hash.clone(),
+                approval: approval.clone(),
+                target: target.clone(),
+                base: base.clone(),
+                settings: settings.clone(),
+                started_ms: r.time_ms,
+                drivers: vec![Driver {
+                    writer: r.writer.clone(),
+                    pid: 0,
+                    host: String::new(),
+                    time_ms: r.time_ms,
+                }],
+                stopped: None,
+                finished: None,
+                tasks: BTreeMap::new(),
+            });
+        }
+        Event::RunResumed { run_id, pid, host } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                run.drivers.push(Driver {
+                    writer: r.writer.clone(),
+                    pid: *pid,
+                    host: host.clone(),
+                    time_ms: r.time_ms,
+                });
+                run.stopped = None;
+            }
+        }
+        Event::AttemptCreated {
+            run_id,
+            task,
+            attempt,
+            branch,
+            base,
+            worktree,
+            port,
+            agent,
+        } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                let t = run.tasks.entry(task.clone()).or_default();
+                if !t.attempts.iter().any(|a| a.n == *attempt) {
+                    t.attempts.push(AttemptState {
+                        n: *attempt,
+                        writer: r.writer.clone(),
+                        branch: branch.clone(),
+                        base: base.clone(),
+                        worktree: worktree.clone(),
+                        port: *port,
+                        agent: agent.clone(),
+                        created_ms: r.time_ms,
+                        started: None,
+                        setup_ok: None,
+                        agent_run: None,
+                        result: None,
+                        verdicts: Vec::new(),
+                        outcome: None,
+                        failure: None,
+                        finished_ms: None,
+                        cleaned: false,
+                    });
+                    t.attempts.sort_by_key(|a| a.n);
+                }
+            }
+        }
+        Event::AttemptStarted {
+            run_id,
+            task,
+            attempt,
+            pid,
+            pgid,
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.started = Some((*pid, *pgid, r.time_ms));
+            }
+        }
+        Event::SetupFinished {
+            run_id,
+            task,
+            attempt,
+            ok,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.setup_ok = Some(*ok);
+            }
+        }
+        Event::AgentFinished {
+            run_id,
+            task,
+            attempt,
+            exit,
+            signal,
+            timed_out,
+            duration_ms,
+            usage,
+            unavailable,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.agent_run = Some(AgentRun {
+                    exit: *exit,
+                    signal: *signal,
+                    timed_out: *timed_out,
+                    duration_ms: *duration_ms,
+                    usage: usage.clone(),
+                    unavailable: unavailable.clone(),
+                });
+            }
+        }
+        Event::AttemptResult {
+            run_id,
+            task,
+            attempt,
+            commit,
+            tree,
+            changed,
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.result = Some((commit.clone(), tree.clone(), *changed));
+            }
+        }
+        Event::GateVerdict {
+            run_id,
+            task,
+            attempt,
+            verdict,
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.verdicts.push(verdict.clone());
+            }
+        }
+        Event::AttemptFinished {
+            run_id,
+            task,
+            attempt,
+            outcome,
+            failure,
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+                && a.outcome.is_none()
+            {
+                // The first end wins: a resumed driver that marks an
+                // attempt abandoned cannot be overwritten by a late write.
+                a.outcome = Some(*outcome);
+                a.failure = failure.clone();
+                a.finished_ms = Some(r.time_ms);
+            }
+        }
+        Event::TaskControl {
+            run_id,
+            task,
+            action,
+            ..
+        } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                let t = run.tasks.entry(task.clone()).or_default();
+                match action {
+                    Control::Retry => {
+                        t.control = None;
+                        t.budget_reset_after = t.attempts.iter().map(|a| a.n).max().unwrap_or(0);
+                        // A retry reopens a finished run.
+                        run.finished = None;
+                    }
+                    other => t.control = Some(*other),
+                }
+            }
+        }
+        Event::RunStopped {
+            run_id,
+            reason,
+            detail,
+        } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                run.stopped = Some((*reason, detail.clone()));
+            }
+        }
+        Event::RunFinished { run_id, summary } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                run.finished = Some(summary.clone());
+            }
+        }
+        Event::WorkspaceCleaned {
+            run_id,
+            task,
+            attempt,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.cleaned = true;
+            }
+        }
+        Event::Initialized { .. }
+        | Event::PlanAdded { .. }
+        | Event::ApprovalRecorded { .. }
+        | Event::DebugMarker { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{FORMAT_VERSION, FailureClass};
+
+    fn rec(seq: u64, event: Event) -> Record {
+        Record {
+            version: FORMAT_VERSION,
+            writer: WriterId::new("w").expect("id"),
+            seq,
+            clock: seq,
+            time_ms: seq as i64,
+            event,
+        }
+    }
+
+    fn run_id() -> RunId {
+        RunId::new("r1").expect("id")
+    }
+
+    fn task() -> TaskId {
+        TaskId::new("t").expect("id")
+    }
+
+    fn started() -> Event {
+        Event::RunStarted {
+            run_id: run_id(),
+            plan_id: PlanId::new("p").expect("id"),
+            revision: 1,
+            plan_hash: "h".into(),
+            approval: "a".into(),
+            target: "main".into(),
+            base: "b".into(),
+            settings: RunSettings {
+                cap: 2,
+                agent: "fake".into(),
+                fallback: vec![],
+                timeout_secs: 60,
+                budget_usd: None,
+                retries: 1,
+                breaker_failures: 5,
+                breaker_retries: 20,
+                breaker_empty: 3,
+            },
+        }
+    }
+
+    fn created(n: u32) -> Event {
+        Event::AttemptCreated {
+            run_id: run_id(),
+            task: task(),
+            attempt: n,
+            branch: format!("orch/r1/t/attempt-{n}"),
+            base: "b".into(),
+            worktree: "/w".into(),
+            port: 20000,
+            agent: "fake".into(),
+        }
+    }
+
+    fn finished(n: u32, outcome: Outcome, class: Option<FailureClass>) -> Event {
+        Event::AttemptFinished {
+            run_id: run_id(),
+            task: task(),
+            attempt: n,
+            outcome,
+            failure: class.map(|class| Failure {
+                class,
+                reason: "x".into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn retries_then_terminal_failure() {
+        let mut records = vec![rec(1, started()), rec(2, created(1))];
+        let status = |rs: &[Record]| fold(rs)[&run_id()].tasks[&task()].status(1);
+        assert_eq!(status(&records), TaskStatus::Running);
+        records.push(rec(
+            3,
+            finished(1, Outcome::Failed, Some(FailureClass::Gate)),
+        ));
+        assert_eq!(status(&records), TaskStatus::Retrying);
+        records.push(rec(4, created(2)));
+        records.push(rec(
+            5,
+            finished(2, Outcome::Failed, Some(FailureClass::Gate)),
+        ));
+        assert_eq!(status(&records), TaskStatus::Failed);
+        // A person's retry resets the budget.
+        records.push(rec(
+            6,
+            Event::TaskControl {
+                run_id: run_id(),
+                task: task(),
+                action: Control::Retry,
+                by: "me".into(),
+            },
+        ));
+        assert_eq!(status(&records), TaskStatus::Retrying);
+    }
+
+    #[test]
+    fn unavailable_agents_do_not_spend_the_budget_and_first_end_wins() {
+        let records = vec![
+            rec(1, started()),
+            rec(2, created(1)),
+            rec(
+                3,
+                finished(1, Outcome::Failed, Some(FailureClass::Unavailable)),
+            ),
+            rec(4, created(2)),
+            rec(5, finished(2, Outcome::Failed, Some(FailureClass::Gate))),
+            rec(6, created(3)),
+            rec(7, finished(3, Outcome::Abandoned, None)),
+            rec(8, finished(3, Outcome::Passed, None)),
+        ];
+        let runs = fold(&records);
+        let t = &runs[&run_id()].tasks[&task()];
+        assert_eq!(t.failures(), 1);
+        assert_eq!(t.attempts[2].outcome, Some(Outcome::Abandoned));
+        assert_eq!(t.attempts[2].workspace(), Workspace::Abandoned);
+        assert_eq!(t.next_attempt(), 4);
+    }
+}

@@ -1,0 +1,115 @@
+//! Linked worktrees for attempts: add, remove, list, and the questions the
+//! runner asks about a working tree (is it dirty?).
+//!
+//! Adding goes through gix, which checks out in parallel and rolls the
+//! registration back if checkout fails. Removal refuses dirty worktrees
+//! unless forced. Dirtiness is asked of `git status`, which knows every
+//! rule (ignores, submodules, the index) a user expects.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+
+use super::{Result, Store, StoreError, full_name};
+
+/// One registered linked worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkedWorktree {
+    pub path: PathBuf,
+    /// `refs/heads/…` checked out there, if any.
+    pub branch: Option<String>,
+    /// Whether git considers it prunable (its folder is gone).
+    pub prunable: bool,
+}
+
+impl Store {
+    /// Adds a linked worktree at `path` with `branch` (a full ref name,
+    /// which must exist) checked out.
+    pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+        }
+        let name = full_name(branch)?;
+        let interrupt = AtomicBool::new(false);
+        self.repo
+            .add_worktree(
+                path,
+                gix::worktree::add::Head::Attached(name),
+                gix::progress::Discard,
+                &interrupt,
+            )
+            .map(|_| ())
+            .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
+    }
+
+    /// Removes the linked worktree at `path`; dirty ones only with `force`.
+    pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
+        let mut args = vec!["worktree", "remove"];
+        if force {
+            args.push("--force");
+        }
+        let p = path.to_string_lossy();
+        args.push(&p);
+        self.git().run(&args)?;
+        Ok(())
+    }
+
+    /// `git worktree prune`: forget worktrees whose folders are gone.
+    pub fn prune_worktrees(&self) -> Result<()> {
+        self.git().run(["worktree", "prune"])?;
+        Ok(())
+    }
+
+    /// Every linked worktree git knows of (not the main one).
+    pub fn linked_worktrees(&self) -> Result<Vec<LinkedWorktree>> {
+        let text = self.git().run(["worktree", "list", "--porcelain"])?;
+        let mut out = Vec::new();
+        for (i, block) in text.split("\n\n").enumerate() {
+            let mut path = None;
+            let mut branch = None;
+            let mut prunable = false;
+            let mut bare = false;
+            for line in block.lines() {
+                if let Some(p) = line.strip_prefix("worktree ") {
+                    path = Some(PathBuf::from(p));
+                } else if let Some(b) = line.strip_prefix("branch ") {
+                    branch = Some(b.to_owned());
+                } else if line.starts_with("prunable") {
+                    prunable = true;
+                } else if line == "bare" {
+                    bare = true;
+                }
+            }
+            // The first entry is the main worktree (or the bare repository).
+            if i == 0 || bare {
+                continue;
+            }
+            if let Some(path) = path {
+                out.push(LinkedWorktree {
+                    path,
+                    branch,
+                    prunable,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether the working tree at `dir` has uncommitted changes or
+    /// untracked files (ignored files do not count).
+    pub fn is_dirty(&self, dir: &Path) -> Result<bool> {
+        let out = crate::process::Git::new(dir).run([
+            "status",
+            "--porcelain",
+            "--untracked-files=normal",
+        ])?;
+        Ok(!out.trim().is_empty())
+    }
+
+    /// The branch checked out in the working tree at `dir`, if any.
+    pub fn checked_out_branch(&self, dir: &Path) -> Result<Option<String>> {
+        let out = crate::process::Git::new(dir).output(["symbolic-ref", "-q", "HEAD"])?;
+        let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        Ok((out.status.success() && !s.is_empty()).then_some(s))
+    }
+}
