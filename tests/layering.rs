@@ -17,7 +17,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("config", 4),
         ("approval", 5),
         ("state", 5),
-        ("agent", 6),
+        ("agent", 3),
         ("gate", 6),
         ("hooks", 6),
         ("run", 7),
