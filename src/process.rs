@@ -246,11 +246,50 @@ pub fn group_alive(pgid: u32) -> bool {
     signal_group(pgid, 0)
 }
 
-/// The working directory of process `pid`, where the OS tells it
-/// (`/proc` on Linux); used to recognise an orphaned agent before
-/// stopping it, so a recycled pid is never signalled.
-pub fn process_cwd(pid: u32) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/{pid}/cwd")).ok()
+/// Process groups (pid, pgid) of processes whose environment holds every
+/// one of `vars` (read from `/proc/<pid>/environ`; Linux). This is how a
+/// resumed driver finds the agents and gates of attempts its dead
+/// predecessor started, even one that died before it could record the pid.
+pub fn find_by_env(vars: &[(&str, &str)]) -> Vec<(u32, u32)> {
+    let wanted: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let own_pgid = {
+        // SAFETY: getpgrp has no preconditions.
+        unsafe { libc::getpgrp() as u32 }
+    };
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let entries: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        let all = wanted
+            .iter()
+            .all(|w| entries.contains(&w.as_bytes()));
+        if !all {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // Fields after the command name: state ppid pgrp …
+        let pgid = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+            .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pgid) = pgid
+            && pgid > 1
+            && pgid != own_pgid
+        {
+            out.push((pid, pgid));
+        }
+    }
+    out
 }
 
 /// Stops the group `pgid`: SIGTERM, then SIGKILL after `grace` if any

@@ -285,8 +285,14 @@ pub async fn gate_attempt(
         settings,
     };
     let (_tx, mut cancel) = tokio::sync::watch::channel(false);
-    let none = |_: &str, _: &str| None;
-    let outcome = crate::gate::evaluate(&subject, &gates, &none, &mut cancel).await?;
+    let cache = super::driver::verdict_cache(&super::runs(&store)?);
+    let tree_hex = tree.clone();
+    let lookup = move |gate: &str, command: &str| {
+        cache
+            .get(&(tree_hex.clone(), gate.to_owned(), command.to_owned()))
+            .cloned()
+    };
+    let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &mut cancel).await?;
     store.append(
         outcome
             .verdicts

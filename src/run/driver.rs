@@ -167,7 +167,7 @@ fn breaker_counts(run: &RunState, since_ms: i64) -> (u32, u32, u32) {
 }
 
 /// Verdicts known per (tree, gate, command), for the verdict cache.
-fn verdict_cache(runs: &BTreeMap<crate::ids::RunId, RunState>) -> VerdictCache {
+pub fn verdict_cache(runs: &BTreeMap<crate::ids::RunId, RunState>) -> VerdictCache {
     let mut cache = HashMap::new();
     for run in runs.values() {
         for (_, a) in run.attempts() {
@@ -195,16 +195,21 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         if !a.is_open() {
             continue;
         }
-        if let Some((pid, pgid, _)) = a.started {
-            // Only a process that is really this attempt's agent (working in
-            // its worktree) is stopped; a recycled pid is left alone.
-            let ours = crate::process::process_cwd(pid).is_some_and(|cwd| {
-                let wt = std::path::Path::new(&a.worktree);
-                cwd == wt || wt.canonicalize().is_ok_and(|c| c == cwd)
-            });
-            if ours && crate::process::group_alive(pgid) {
-                crate::process::stop_group_blocking(pgid, attempt::GRACE);
-            }
+        // Its agent, setup or gate processes may still run (a driver killed
+        // with SIGKILL does not take its children along). They carry the
+        // attempt's ORCH_* variables, which identifies them even when the
+        // pid was never recorded; a recycled pid never matches.
+        let n = a.n.to_string();
+        let groups: BTreeSet<u32> = crate::process::find_by_env(&[
+            ("ORCH_RUN", run.id.as_str()),
+            ("ORCH_TASK", task.as_str()),
+            ("ORCH_ATTEMPT", &n),
+        ])
+        .into_iter()
+        .map(|(_, pgid)| pgid)
+        .collect();
+        for pgid in groups {
+            crate::process::stop_group_blocking(pgid, attempt::GRACE);
         }
         events.push(Event::AttemptFinished {
             run_id: run.id.clone(),

@@ -193,3 +193,66 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad JSON line {l:?}: {e}")))
         .collect()
 }
+
+/// A project with one folder per task, a plan over them, approved, and a
+/// folder of fake-agent scripts (`FAKE_AGENT_DIR`) the caller fills.
+pub struct Project {
+    pub repo: PathBuf,
+    pub scripts: PathBuf,
+    pub plan_id: String,
+}
+
+/// Tasks are (id, depends_on, verification). Task `x` owns `src/x/**`.
+pub fn project(sb: &mut Sandbox, tasks: &[(&str, &[&str], &str)], config: Option<&str>) -> Project {
+    let repo = sb.repo("proj");
+    for (id, _, _) in tasks {
+        let dir = repo.join("src").join(id);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("README"), format!("{id}\n")).expect("write");
+    }
+    if let Some(c) = config {
+        std::fs::create_dir_all(repo.join(".orch")).expect("mkdir");
+        std::fs::write(repo.join(".orch/config"), c).expect("config");
+    }
+    sb.git(&repo, &["add", "."]);
+    sb.git(&repo, &["commit", "-q", "-m", "project"]);
+    let subtasks: Vec<serde_json::Value> = tasks
+        .iter()
+        .map(|(id, deps, verify)| {
+            serde_json::json!({
+                "id": id, "title": format!("Task {id}"), "owned_globs": [format!("src/{id}/**")],
+                "deliverable": format!("{id} done"), "verification": verify, "depends_on": deps,
+            })
+        })
+        .collect();
+    let plan = serde_json::json!({"version": 1, "id": "proj", "instruction": "Do the work", "subtasks": subtasks});
+    let plan_file = sb.path().join("plan.json");
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&repo, &["approve", "proj"]);
+    let scripts = sb.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("scripts");
+    sb.set_env("FAKE_AGENT_DIR", &scripts.to_string_lossy());
+    Project {
+        repo,
+        scripts,
+        plan_id: "proj".into(),
+    }
+}
+
+impl Project {
+    /// Writes the fake-agent script for `name` (`task`, `task.N` or `default`).
+    pub fn script(&self, name: &str, text: &str) {
+        std::fs::write(self.scripts.join(format!("{name}.script")), text).expect("script");
+    }
+}
+
+/// `git orch status --json` of the newest run.
+pub fn status_json(sb: &Sandbox, repo: &Path) -> serde_json::Value {
+    serde_json::from_str(sb.orch_ok(repo, &["status", "--json"]).trim()).expect("status json")
+}
+
+/// Every event of the log.
+pub fn events(sb: &Sandbox, repo: &Path) -> Vec<serde_json::Value> {
+    json_lines(&sb.orch_ok(repo, &["log", "--json"]))
+}

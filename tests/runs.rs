@@ -1,0 +1,606 @@
+//! Runs end to end (DESIGN.md §2, §6, invariants 2 and 5): the real binary,
+//! real worktrees and the scripted fake agent.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, events, project, status_json, stderr};
+
+/// (task, start, end) from stamp lines `start <task> <n> <t>` / `end …`.
+fn intervals(stamps: &Path) -> Vec<(String, f64, f64)> {
+    let text = std::fs::read_to_string(stamps).unwrap_or_default();
+    let mut open: BTreeMap<(String, String), f64> = BTreeMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let (label, task, n, t) = (w[0], w[1], w[2], w[3].parse::<f64>().expect("time"));
+        match label {
+            "start" => {
+                open.insert((task.into(), n.into()), t);
+            }
+            _ => {
+                let s = open
+                    .remove(&(task.into(), n.into()))
+                    .expect("start before end");
+                out.push((task.to_owned(), s, t));
+            }
+        }
+    }
+    out
+}
+
+fn max_concurrent(iv: &[(String, f64, f64)]) -> usize {
+    let mut points: Vec<(f64, i32)> = iv
+        .iter()
+        .flat_map(|(_, s, e)| [(*s, 1), (*e, -1)])
+        .collect();
+    points.sort_by(|a, b| a.partial_cmp(b).expect("times compare"));
+    let (mut cur, mut max) = (0, 0);
+    for (_, d) in points {
+        cur += d;
+        max = max.max(cur);
+    }
+    max as usize
+}
+
+fn task_status(status: &serde_json::Value, task: &str) -> String {
+    status["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .find(|t| t["task"] == task)
+        .map(|t| t["status"].as_str().expect("status").to_owned())
+        .expect("task row")
+}
+
+#[test]
+fn six_tasks_with_a_chain_and_cap_2() {
+    let mut sb = Sandbox::new();
+    let tasks: Vec<(&str, &[&str], &str)> = vec![
+        ("a", &[], "test -f src/a/done"),
+        ("b", &["a"], "test -f src/b/done"),
+        ("c", &["b"], "test -f src/c/done"),
+        ("d", &[], "test -f src/d/done"),
+        ("e", &[], "test -f src/e/done"),
+        ("f", &["d"], "test -f src/f/done"),
+    ];
+    let p = project(&mut sb, &tasks, None);
+    let stamps = sb.path().join("stamps");
+    for (id, _, _) in &tasks {
+        p.script(
+            id,
+            &format!(
+                "stamp {s} start\nsleep 0.3\nwrite src/{id}/done yes\nstamp {s} end\n",
+                s = stamps.display()
+            ),
+        );
+    }
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let iv = intervals(&stamps);
+    assert_eq!(iv.len(), 6, "every task ran exactly once: {iv:?}");
+    assert!(
+        max_concurrent(&iv) <= 2,
+        "more than 2 agents at once: {iv:?}"
+    );
+    let end = |t: &str| iv.iter().find(|x| x.0 == t).expect(t).2;
+    let start = |t: &str| iv.iter().find(|x| x.0 == t).expect(t).1;
+    assert!(start("b") >= end("a") && start("c") >= end("b") && start("f") >= end("d"));
+    let s = status_json(&sb, &p.repo);
+    for (id, _, _) in &tasks {
+        assert_eq!(task_status(&s, id), "done");
+    }
+    assert_eq!(s["state"], "finished");
+    // Invariant 2: the user's working tree is untouched.
+    assert_eq!(sb.git(&p.repo, &["status", "--porcelain"]), "");
+    // Worktrees live outside the repository.
+    let wt = s["tasks"][0]["worktree"].as_str().expect("worktree");
+    assert!(
+        !Path::new(wt).starts_with(&p.repo),
+        "{wt} nested in the repo"
+    );
+}
+
+fn pid_alive(pid: i32) -> bool {
+    // A zombie has exited; only its entry is left for its parent to reap.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.split(") ").nth(1).is_some_and(|s| s.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn a_hanging_agent_and_its_stubborn_child_are_gone_after_the_timeout() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true")], None);
+    let pids = sb.path().join("pids");
+    sb.set_env("FAKE_AGENT_PIDS", &pids.to_string_lossy());
+    p.script("a", "spawn-stubborn-child\nhang\n");
+    std::fs::write(p.repo.join(".git/info/exclude"), "").expect("exclude");
+    sb.git(&p.repo, &["config", "orch.retries", "0"]);
+    let started = Instant::now();
+    let out = sb.orch(
+        &p.repo,
+        &["run", "proj", "--agent", "fake", "--timeout", "2"],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let child: i32 = std::fs::read_to_string(&pids)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !pid_alive(child),
+        "the TERM-ignoring child {child} survived"
+    );
+    let finished: Vec<_> = events(&sb, &p.repo)
+        .into_iter()
+        .filter(|e| e["type"] == "agent_finished")
+        .collect();
+    assert_eq!(finished[0]["timed_out"], true);
+    let s = status_json(&sb, &p.repo);
+    assert!(
+        s["tasks"][0]["failure"]
+            .as_str()
+            .expect("failure")
+            .contains("timeout"),
+        "{s}"
+    );
+}
+
+#[test]
+fn kill_9_of_the_driver_then_rerun_completes_every_task_exactly_once() {
+    let mut sb = Sandbox::new();
+    let tasks: Vec<(&str, &[&str], &str)> = vec![
+        ("a", &[], "test -f src/a/done"),
+        ("b", &[], "test -f src/b/done"),
+        ("c", &["a"], "test -f src/c/done"),
+    ];
+    let p = project(&mut sb, &tasks, None);
+    let stamps = sb.path().join("stamps");
+    for (id, _, _) in &tasks {
+        p.script(
+            id,
+            &format!(
+                "stamp {s} start\nsleep 0.4\nwrite src/{id}/done yes\nstamp {s} end\n",
+                s = stamps.display()
+            ),
+        );
+    }
+    // Ten trials, each killing the driver at another moment of a fresh run.
+    for (trial, delay_ms) in [50u64, 150, 300, 450, 600, 750, 900, 1100, 1300, 1600]
+        .into_iter()
+        .enumerate()
+    {
+        let _ = std::fs::remove_file(&stamps);
+        let mut driver = sb
+            .command("git-orch", &p.repo)
+            .args(["run", "proj", "--agent", "fake", "--cap", "2"])
+            .spawn()
+            .expect("run");
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        driver.kill().expect("SIGKILL");
+        let _ = driver.wait();
+        let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "2"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "trial {trial}: {}",
+            stderr(&out)
+        );
+        let s = status_json(&sb, &p.repo);
+        assert_eq!(s["state"], "finished", "trial {trial}");
+        let evs = events(&sb, &p.repo);
+        let run = s["run"].as_str().expect("run id");
+        for (id, _, _) in &tasks {
+            assert_eq!(task_status(&s, id), "done", "trial {trial}");
+            let passed = evs
+                .iter()
+                .filter(|e| {
+                    e["type"] == "attempt_finished"
+                        && e["run_id"] == run
+                        && e["task"] == *id
+                        && e["outcome"] == "passed"
+                })
+                .count();
+            assert_eq!(passed, 1, "trial {trial}: {id} completed {passed} times");
+        }
+        // Every attempt ended; the dead driver's ones as abandoned.
+        let created = evs
+            .iter()
+            .filter(|e| e["type"] == "attempt_created" && e["run_id"] == run)
+            .count();
+        let ended = evs
+            .iter()
+            .filter(|e| e["type"] == "attempt_finished" && e["run_id"] == run)
+            .count();
+        assert_eq!(created, ended, "trial {trial}: an attempt was forgotten");
+        // Never two live agents of one task at once.
+        let iv = intervals(&stamps);
+        for (id, _, _) in &tasks {
+            let mine: Vec<_> = iv.iter().filter(|x| x.0 == *id).cloned().collect();
+            assert!(
+                max_concurrent(&mine) <= 1,
+                "trial {trial}: {id} ran twice at once"
+            );
+        }
+        // Start the next trial from a fresh run of the same plan: a new
+        // revision (one more byte) makes a new run.
+        let plan_file = sb.path().join("plan.json");
+        let text = std::fs::read_to_string(&plan_file).expect("plan");
+        std::fs::write(
+            &plan_file,
+            text.replace("Do the work", &format!("Do the work {trial}")),
+        )
+        .expect("plan");
+        sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+        sb.orch_ok(&p.repo, &["approve", "proj"]);
+    }
+}
+
+#[test]
+fn a_second_driver_of_the_same_run_exits_1() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "sleep 3\nwrite src/a/done yes\n");
+    p.script("b", "sleep 3\nwrite src/b/done yes\n");
+    let mut first = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake"])
+        .spawn()
+        .expect("run");
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("being driven by another process"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("pid"), "{}", stderr(&out));
+    assert!(first.wait().expect("wait").success());
+}
+
+#[test]
+fn unapproved_changed_and_dirty_are_refused_before_anything_is_dispatched() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    // Plan changed after approval.
+    let plan_file = sb.path().join("plan.json");
+    let text = std::fs::read_to_string(&plan_file).expect("plan");
+    std::fs::write(&plan_file, text.replace("Do the work", "Do other work")).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("revision 1"), "{}", stderr(&out));
+    // Never approved at all.
+    std::fs::write(&plan_file, text.replace("\"proj\"", "\"other\"")).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    let out = sb.orch(&p.repo, &["run", "other", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(stderr(&out).contains("no approval"), "{}", stderr(&out));
+    // Dirty main worktree without --base.
+    sb.orch_ok(&p.repo, &["approve", "proj"]);
+    std::fs::write(p.repo.join("README.md"), "changed\n").expect("dirty");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("uncommitted changes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !events(&sb, &p.repo)
+            .iter()
+            .any(|e| e["type"] == "run_started"),
+        "a refused run recorded a start"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("README.md")).expect("read"),
+        "changed\n"
+    );
+    // With --base the run starts from the named commit.
+    let out = sb.orch(
+        &p.repo,
+        &["run", "proj", "--agent", "fake", "--base", "HEAD"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("README.md")).expect("read"),
+        "changed\n"
+    );
+}
+
+#[test]
+fn the_budget_stops_dispatch_with_exit_64() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "true"),
+            ("b", &["a"], "true"),
+            ("c", &["b"], "true"),
+        ],
+        None,
+    );
+    for id in ["a", "b", "c"] {
+        p.script(id, &format!("write src/{id}/done yes\ncost 1.0\n"));
+    }
+    let out = sb.orch(
+        &p.repo,
+        &["run", "proj", "--agent", "fake", "--budget", "1.5"],
+    );
+    assert_eq!(out.status.code(), Some(64), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(
+        task_status(&s, "c"),
+        "pending",
+        "dispatch went on past the budget"
+    );
+    assert!(s["cost_usd"].as_f64().expect("cost") >= 1.5);
+    assert!(
+        events(&sb, &p.repo)
+            .iter()
+            .any(|e| e["type"] == "run_stopped" && e["reason"] == "budget")
+    );
+}
+
+#[test]
+fn the_circuit_breaker_stops_with_exit_65() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[("a", &[], "true"), ("b", &[], "true"), ("c", &[], "true")],
+        Some("[breaker]\n\tconsecutiveFailures = 3\n"),
+    );
+    p.script("default", "exit 1\n");
+    for id in ["a", "b", "c"] {
+        p.script(id, "exit 1\n");
+    }
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "1"]);
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    let stop = events(&sb, &p.repo)
+        .into_iter()
+        .find(|e| e["type"] == "run_stopped")
+        .expect("stop event");
+    assert_eq!(stop["reason"], "breaker");
+    assert!(
+        stop["detail"]
+            .as_str()
+            .expect("detail")
+            .contains("agent failures 3"),
+        "{stop}"
+    );
+}
+
+#[test]
+fn ctrl_c_exits_130_and_the_run_resumes_cleanly() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &[], "test -f src/b/done"),
+        ],
+        None,
+    );
+    for id in ["a", "b"] {
+        p.script(id, &format!("sleep 2\nwrite src/{id}/done yes\n"));
+    }
+    let driver = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake"])
+        .spawn()
+        .expect("run");
+    std::thread::sleep(Duration::from_millis(1000));
+    // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
+    unsafe { libc::kill(driver.id() as i32, libc::SIGINT) };
+    let out = driver.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == "run_stopped" && e["reason"] == "interrupted")
+    );
+    let abandoned = evs
+        .iter()
+        .filter(|e| e["type"] == "attempt_finished" && e["outcome"] == "abandoned")
+        .count();
+    assert_eq!(abandoned, 2, "both live attempts were stopped and recorded");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "done");
+    assert_eq!(task_status(&s, "b"), "done");
+}
+
+#[test]
+fn a_worktree_that_cannot_be_made_is_abandoned_and_its_branch_removed() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[("a", &[], "true")],
+        Some("[breaker]\n\tconsecutiveFailures = 2\n"),
+    );
+    p.script("a", "write src/a/done yes\n");
+    let blocker = sb.path().join("not-a-dir");
+    std::fs::write(&blocker, "file").expect("file");
+    sb.git(
+        &p.repo,
+        &[
+            "config",
+            "orch.worktreeRoot",
+            &blocker.join("wt").to_string_lossy(),
+        ],
+    );
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    let abandoned: Vec<_> = evs
+        .iter()
+        .filter(|e| e["type"] == "attempt_finished" && e["outcome"] == "abandoned")
+        .collect();
+    assert_eq!(abandoned.len(), 2);
+    assert!(
+        abandoned[0]["failure"]["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("worktree could not be made")
+    );
+    assert_eq!(
+        sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]),
+        "",
+        "an abandoned attempt's branch was left"
+    );
+    // The task stayed ready: with a usable root the run finishes.
+    sb.git(&p.repo, &["config", "--unset", "orch.worktreeRoot"]);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn ports_are_exported_and_an_explicit_port_wins() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    let script = |id: &str| {
+        format!("run sh -c \"echo $ORCH_PORT $PORT > src/{id}/ports\"\nwrite src/{id}/done yes\n")
+    };
+    p.script("a", &script("a"));
+    p.script("b", &script("b"));
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    for (i, id) in ["a", "b"].iter().enumerate() {
+        let row = &s["tasks"][i];
+        let wt = row["worktree"].as_str().expect("wt");
+        let ports =
+            std::fs::read_to_string(Path::new(wt).join(format!("src/{id}/ports"))).expect("ports");
+        let port = row["port"].as_u64().expect("port");
+        assert_eq!(ports.trim(), format!("{port} {port}"));
+        assert_eq!(port % 10, 0);
+    }
+    assert_ne!(s["tasks"][0]["port"], s["tasks"][1]["port"]);
+    // PORT set by the user is left alone.
+    let mut sb2 = Sandbox::new();
+    sb2.set_env("PORT", "4242");
+    let p2 = project(&mut sb2, &[("a", &[], "true")], None);
+    p2.script("a", &script("a"));
+    sb2.orch_ok(&p2.repo, &["run", "proj", "--agent", "fake"]);
+    let s = status_json(&sb2, &p2.repo);
+    let wt = s["tasks"][0]["worktree"].as_str().expect("wt");
+    let ports = std::fs::read_to_string(Path::new(wt).join("src/a/ports")).expect("ports");
+    assert!(ports.trim().ends_with(" 4242"), "{ports}");
+}
+
+#[test]
+fn fake_claude_reports_cost_through_its_stream_json() {
+    let mut sb = Sandbox::new();
+    sb.set_env("FAKE_CLAUDE_COST", "0.25");
+    let p = project(&mut sb, &[("a", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "claude"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert!(
+        (s["cost_usd"].as_f64().expect("cost") - 0.25).abs() < 1e-9,
+        "{s}"
+    );
+    let finished = events(&sb, &p.repo)
+        .into_iter()
+        .find(|e| e["type"] == "agent_finished")
+        .expect("agent event");
+    assert!(finished["usage"]["input_tokens"].as_u64().expect("tokens") > 0);
+}
+
+#[test]
+fn retry_skip_and_cancel_are_recorded_and_obeyed() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &["a"], "true"),
+            ("c", &[], "true"),
+        ],
+        None,
+    );
+    sb.git(&p.repo, &["config", "orch.retries", "0"]);
+    p.script("a", "exit 1\n");
+    p.script("c", "write src/c/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3));
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "failed");
+    assert_eq!(task_status(&s, "b"), "blocked");
+    // A retry reopens the run; the fixed agent now succeeds.
+    p.script("a", "write src/a/done yes\n");
+    sb.orch_ok(&p.repo, &["retry", "a"]);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "done");
+    assert_eq!(task_status(&s, "b"), "done");
+    let out = sb.orch(&p.repo, &["skip", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let s = status_json(&sb, &p.repo);
+    let wt_a = s["tasks"][0]["worktree"].as_str().expect("wt").to_owned();
+    let wt_b = s["tasks"][1]["worktree"].as_str().expect("wt").to_owned();
+    std::fs::write(Path::new(&wt_b).join("scratch"), "uncommitted").expect("dirty");
+    let orphan = Path::new(&wt_a).parent().expect("run dir").join("stray");
+    std::fs::create_dir_all(&orphan).expect("orphan");
+    let branches = sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]);
+    let dry = sb.orch_ok(&p.repo, &["cleanup", "--all-completed", "--dry-run"]);
+    assert!(dry.contains("would remove"), "{dry}");
+    assert!(Path::new(&wt_a).exists());
+    let out = sb.orch(&p.repo, &["cleanup", "--task", "b"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "a dirty worktree must be refused"
+    );
+    assert!(Path::new(&wt_b).join("scratch").exists());
+    let out = sb.orch_ok(&p.repo, &["cleanup", "--all-completed"]);
+    assert!(out.contains("removed"), "{out}");
+    assert!(out.contains("orphan folder"), "{out}");
+    assert!(!Path::new(&wt_a).exists());
+    assert!(Path::new(&wt_b).exists(), "the dirty one is kept");
+    sb.orch_ok(&p.repo, &["cleanup", "--task", "b", "--force"]);
+    assert!(!Path::new(&wt_b).exists());
+    assert_eq!(
+        sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]),
+        branches,
+        "branches must survive"
+    );
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(s["tasks"][0]["workspace"], "cleaned");
+}
+
+#[test]
+fn dry_run_writes_nothing() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &["a"], "true")], None);
+    let before = sb.refs(&p.repo);
+    let out = sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--dry-run"]);
+    assert!(out.contains("would start a run"), "{out}");
+    assert!(
+        out.contains("a                        pending    ready now"),
+        "{out}"
+    );
+    assert_eq!(sb.refs(&p.repo), before);
+}
