@@ -506,6 +506,42 @@ impl Event {
         }
     }
 
+    /// The run an event is about, if any.
+    pub fn run_id(&self) -> Option<&RunId> {
+        match self {
+            Event::RunStarted { run_id, .. }
+            | Event::RunResumed { run_id, .. }
+            | Event::AttemptCreated { run_id, .. }
+            | Event::AttemptStarted { run_id, .. }
+            | Event::SetupFinished { run_id, .. }
+            | Event::AgentFinished { run_id, .. }
+            | Event::AttemptResult { run_id, .. }
+            | Event::GateVerdict { run_id, .. }
+            | Event::AttemptFinished { run_id, .. }
+            | Event::TaskControl { run_id, .. }
+            | Event::RunStopped { run_id, .. }
+            | Event::RunFinished { run_id, .. }
+            | Event::WorkspaceCleaned { run_id, .. } => Some(run_id),
+            _ => None,
+        }
+    }
+
+    /// The task an event is about, if any.
+    pub fn task(&self) -> Option<&TaskId> {
+        match self {
+            Event::AttemptCreated { task, .. }
+            | Event::AttemptStarted { task, .. }
+            | Event::SetupFinished { task, .. }
+            | Event::AgentFinished { task, .. }
+            | Event::AttemptResult { task, .. }
+            | Event::GateVerdict { task, .. }
+            | Event::AttemptFinished { task, .. }
+            | Event::TaskControl { task, .. }
+            | Event::WorkspaceCleaned { task, .. } => Some(task),
+            _ => None,
+        }
+    }
+
     /// A one-line human summary, used as the commit subject and in `log`.
     pub fn summary(&self) -> String {
         match self {

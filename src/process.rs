@@ -268,9 +268,7 @@ pub fn find_by_env(vars: &[(&str, &str)]) -> Vec<(u32, u32)> {
             continue;
         };
         let entries: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
-        let all = wanted
-            .iter()
-            .all(|w| entries.contains(&w.as_bytes()));
+        let all = wanted.iter().all(|w| entries.contains(&w.as_bytes()));
         if !all {
             continue;
         }
@@ -471,4 +469,18 @@ pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| {
         std::env::split_paths(&paths).any(|dir| executable(&dir.join(program)))
     })
+}
+
+/// Limits glibc's per-thread malloc arenas for a long-lived process with a
+/// few worker threads: each arena keeps its freed memory, and a driver's
+/// resident size is mostly that. A no-op on other C libraries.
+pub fn limit_malloc_arenas(max: i32) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only tunes the allocator; called before other threads
+    // exist, as glibc recommends.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, max);
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = max;
 }

@@ -94,6 +94,17 @@ fn six_tasks_with_a_chain_and_cap_2() {
         assert_eq!(task_status(&s, id), "done");
     }
     assert_eq!(s["state"], "finished");
+    // The journal of one task.
+    let run_id = s["run"].as_str().expect("run").to_owned();
+    let only_b = common::json_lines(
+        &sb.orch_ok(&p.repo, &["log", "--json", "--run", &run_id, "--task", "b"]),
+    );
+    assert!(!only_b.is_empty());
+    assert!(
+        only_b
+            .iter()
+            .all(|e| e["task"] == "b" && e["run_id"] == run_id.as_str())
+    );
     // Invariant 2: the user's working tree is untouched.
     assert_eq!(sb.git(&p.repo, &["status", "--porcelain"]), "");
     // Worktrees live outside the repository.
@@ -603,4 +614,16 @@ fn dry_run_writes_nothing() {
         "{out}"
     );
     assert_eq!(sb.refs(&p.repo), before);
+}
+
+#[test]
+fn a_repository_without_any_git_identity_works() {
+    let mut sb = Sandbox::new();
+    sb.identity = false;
+    let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
+    p.script("a", "write src/a/done yes\ncommit done\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "done");
 }

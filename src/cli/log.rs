@@ -24,6 +24,24 @@ pub struct LogArgs {
     /// Show only the last N events.
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Only events of this run.
+    #[arg(long, value_name = "RUN")]
+    pub run: Option<String>,
+    /// Only events of this task (of any run, or of --run).
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+}
+
+/// Whether `entry` passes the --run/--task filters.
+fn wanted(entry: &Entry, args: &LogArgs) -> bool {
+    let e = &entry.record.event;
+    args.run
+        .as_deref()
+        .is_none_or(|r| e.run_id().is_some_and(|x| x.as_str() == r))
+        && args
+            .task
+            .as_deref()
+            .is_none_or(|t| e.task().is_some_and(|x| x.as_str() == t))
 }
 
 fn render(entry: &Entry, json: bool) -> String {
@@ -44,12 +62,16 @@ fn render(entry: &Entry, json: bool) -> String {
 pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut out = output::Out::new();
+    for (value, what) in [(&args.run, "run"), (&args.task, "task")] {
+        if let Some(v) = value {
+            crate::ids::check(what, v).map_err(|e| CommandError::error(e.to_string()))?;
+        }
+    }
     let view = store.read_log()?;
-    let skip = args
-        .limit
-        .map_or(0, |n| view.entries.len().saturating_sub(n));
+    let selected: Vec<&Entry> = view.entries.iter().filter(|e| wanted(e, args)).collect();
+    let skip = args.limit.map_or(0, |n| selected.len().saturating_sub(n));
     let mut shown: HashSet<_> = HashSet::new();
-    for entry in &view.entries[skip..] {
+    for entry in &selected[skip..] {
         if !out.line(&render(entry, args.json)) {
             return Ok(exit::OK);
         }
@@ -78,7 +100,7 @@ pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
     loop {
         std::thread::sleep(Duration::from_millis(250));
         let view = store.read_log()?;
-        for entry in &view.entries {
+        for entry in view.entries.iter().filter(|e| wanted(e, args)) {
             if shown.insert(entry.id) && !out.line(&render(entry, args.json)) {
                 return Ok(exit::OK);
             }

@@ -150,8 +150,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         }
     };
     let run_id = ctx.run.clone();
+    crate::process::limit_malloc_arenas(2);
+    // One thread drives; a few do the blocking git work. More blocking
+    // threads would not make a 2-core machine faster, only fatter.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .max_blocking_threads(4)
         .build()
         .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
     let outcome = runtime

@@ -71,7 +71,13 @@ pub fn rows(
             "workspace": last.map(|a| a.workspace()),
             "port": last.map(|a| a.port),
             "gate": gate,
-            "failure": last.and_then(|a| a.failure.as_ref().map(|f| f.reason.clone())),
+            "failure": last.and_then(|a| a.failure.as_ref().map(|f| {
+                if status == "failed" {
+                    format!("retry budget exhausted: {}", f.reason)
+                } else {
+                    f.reason.clone()
+                }
+            })),
             "writer": last.map(|a| a.writer.to_string()),
         }));
     }

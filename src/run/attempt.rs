@@ -235,6 +235,11 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let c = ctx.clone();
     let p = paths.clone();
     let task = job.task.clone();
+    let permit = ctx
+        .heavy
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
     let made = blocking(&ctx, move |store| {
         if let Err(e) = store.add_worktree(&p.worktree, &p.branch_ref) {
             let why = e.to_string();
@@ -245,6 +250,7 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     })
     .await
     .map_err(|e| Prepare::NotMade(e.to_string()))?;
+    drop(permit);
     made.map_err(Prepare::NotMade)?;
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();
@@ -550,6 +556,11 @@ async fn judge(
     let wt = paths.worktree.clone();
     let agent_name = spec.name.clone();
     let c = ctx.clone();
+    let permit = ctx
+        .heavy
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
     let (commit, tree) = blocking(&ctx, move |store| {
         let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
             .map_err(|e| RunError::Config(format!("committing the result: {e}")))?;
@@ -570,6 +581,7 @@ async fn judge(
         Ok((commit_id, tree_id))
     })
     .await?;
+    drop(permit);
     let tree_hex = tree.to_string();
     let cache = job.cache.clone();
     let lookup = move |gate: &str, command: &str| {

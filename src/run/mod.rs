@@ -94,6 +94,9 @@ pub struct RunContext {
     /// Tasks that must run alone: declared `serial_only`, or forced by a
     /// pinch point at the base.
     pub serial: std::collections::BTreeSet<crate::ids::TaskId>,
+    /// Bounds the disk-heavy steps (worktree checkout, committing a result)
+    /// that run at once: beyond the number of cores they only add memory.
+    pub heavy: std::sync::Arc<tokio::sync::Semaphore>,
 }
 
 impl RunContext {
@@ -334,7 +337,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         .iter()
         .filter_map(|t| crate::ids::TaskId::new(t).ok())
         .collect();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut ctx = RunContext {
+        heavy: std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 4))),
         serial,
         common_dir: store.common_dir().to_owned(),
         run: resume

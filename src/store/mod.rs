@@ -109,6 +109,23 @@ pub(crate) fn chain(err: &gix::Error) -> String {
     }
 }
 
+/// Configuration every repository handle of git-orch is opened with. They
+/// are open options, not edits of a loaded snapshot, so that repositories
+/// gix opens from ours (a new linked worktree) carry them too.
+const OVERRIDES: [&str; 5] = [
+    // State commits, notes commits and reflog entries (also the new HEAD of
+    // an attempt worktree) use the fixed identity; the user's own identity
+    // is never needed.
+    "committer.name=git-orch",
+    "committer.email=git-orch@localhost",
+    "author.name=git-orch",
+    "author.email=git-orch@localhost",
+    // git's own ref transactions hold a lock for microseconds; wait up to a
+    // second (git's default is 100 ms) so a concurrent `git gc` packing refs
+    // is not taken for a stale lock.
+    "core.filesRefLockTimeout=1000",
+];
+
 /// An open repository plus the paths git-orch keeps beside it.
 pub struct Store {
     pub(crate) repo: gix::Repository,
@@ -127,7 +144,14 @@ impl Store {
     /// Opens the repository containing `start`: a main worktree, a linked
     /// worktree or a bare repository. `GIT_DIR` is honoured like git does.
     pub fn discover(start: &Path) -> Result<Self, StoreError> {
-        let ts = match gix::ThreadSafeRepository::discover_with_environment_overrides(start) {
+        let mut trust = gix::sec::trust::Mapping::<gix::open::Options>::default();
+        trust.full = trust.full.config_overrides(OVERRIDES);
+        trust.reduced = trust.reduced.config_overrides(OVERRIDES);
+        let ts = match gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
+            start,
+            Default::default(),
+            trust,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 let message = chain(&e);
@@ -147,7 +171,11 @@ impl Store {
     /// Opens exactly the repository at `path` (a `.git` dir, a bare repo or a
     /// worktree), without searching upwards.
     pub fn open(path: &Path) -> Result<Self, StoreError> {
-        let repo = gix::open(path).map_err(|e| {
+        let repo = gix::open_opts(
+            path,
+            gix::open::Options::default().config_overrides(OVERRIDES),
+        )
+        .map_err(|e| {
             let message = chain(&e);
             if message.contains("reftable") || message.contains("refStorage") {
                 StoreError::Reftable {
@@ -163,6 +191,7 @@ impl Store {
     }
 
     fn from_repo(mut repo: gix::Repository) -> Result<Self, StoreError> {
+        debug_assert!(OVERRIDES[0].ends_with(ORCH_NAME) && OVERRIDES[1].ends_with(ORCH_EMAIL));
         let common_dir = repo.common_dir().to_owned();
         let reftable = repo
             .config_snapshot()
@@ -172,27 +201,9 @@ impl Store {
         if reftable {
             return Err(StoreError::Reftable { path: common_dir });
         }
-        // State commits, notes commits and reflog entries of orch refs all use
-        // the fixed identity; the user's own identity is never needed.
-        {
-            let mut config = repo.config_snapshot_mut();
-            for (key, value) in [
-                // git's own ref transactions hold a lock for microseconds;
-                // wait up to a second (git's default is 100 ms) so a
-                // concurrent `git gc` packing refs is not taken for a stale
-                // lock.
-                ("core.filesRefLockTimeout", "1000"),
-                ("committer.name", ORCH_NAME),
-                ("committer.email", ORCH_EMAIL),
-                ("author.name", ORCH_NAME),
-                ("author.email", ORCH_EMAIL),
-            ] {
-                config
-                    .set_raw_value(key, value)
-                    .map_err(|e| StoreError::git("setting the orch identity", e))?;
-            }
-        }
-        repo.object_cache_size_if_unset(4 * 1024 * 1024);
+        // Enough for the trees and commits an append or a read touches
+        // again; a driver holds one handle per live attempt.
+        repo.object_cache_size_if_unset(1024 * 1024);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Self {
             repo,

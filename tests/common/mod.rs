@@ -25,6 +25,8 @@ pub fn repo_root() -> PathBuf {
 pub struct Sandbox {
     pub dir: tempfile::TempDir,
     extra_env: Vec<(String, String)>,
+    /// Whether git gets an author/committer identity from the environment.
+    pub identity: bool,
 }
 
 impl Default for Sandbox {
@@ -43,6 +45,7 @@ impl Sandbox {
         Self {
             dir,
             extra_env: Vec::new(),
+            identity: true,
         }
     }
 
@@ -71,15 +74,21 @@ impl Sandbox {
             ("LANG", "C"),
             ("GIT_CONFIG_GLOBAL", "/dev/null"),
             ("GIT_CONFIG_NOSYSTEM", "1"),
-            ("GIT_AUTHOR_NAME", "Test Author"),
-            ("GIT_AUTHOR_EMAIL", "author@example.com"),
-            ("GIT_COMMITTER_NAME", "Test Committer"),
-            ("GIT_COMMITTER_EMAIL", "committer@example.com"),
             ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
             ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
             ("NO_COLOR", "1"),
         ] {
             cmd.env(k, v);
+        }
+        if self.identity {
+            for (k, v) in [
+                ("GIT_AUTHOR_NAME", "Test Author"),
+                ("GIT_AUTHOR_EMAIL", "author@example.com"),
+                ("GIT_COMMITTER_NAME", "Test Committer"),
+                ("GIT_COMMITTER_EMAIL", "committer@example.com"),
+            ] {
+                cmd.env(k, v);
+            }
         }
         for (k, v) in &self.extra_env {
             cmd.env(k, v);
@@ -141,7 +150,19 @@ impl Sandbox {
         self.git(&dir, &["init", "-q", "-b", "main"]);
         std::fs::write(dir.join("README.md"), "hello\n").expect("write");
         self.git(&dir, &["add", "."]);
-        self.git(&dir, &["commit", "-q", "-m", "initial"]);
+        self.git(
+            &dir,
+            &[
+                "-c",
+                "user.name=Seed",
+                "-c",
+                "user.email=seed@example.com",
+                "commit",
+                "-q",
+                "-m",
+                "initial",
+            ],
+        );
         dir
     }
 
@@ -215,7 +236,19 @@ pub fn project(sb: &mut Sandbox, tasks: &[(&str, &[&str], &str)], config: Option
         std::fs::write(repo.join(".orch/config"), c).expect("config");
     }
     sb.git(&repo, &["add", "."]);
-    sb.git(&repo, &["commit", "-q", "-m", "project"]);
+    sb.git(
+        &repo,
+        &[
+            "-c",
+            "user.name=Seed",
+            "-c",
+            "user.email=seed@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "project",
+        ],
+    );
     let subtasks: Vec<serde_json::Value> = tasks
         .iter()
         .map(|(id, deps, verify)| {

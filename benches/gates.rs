@@ -1,0 +1,229 @@
+//! Gate benchmark, in one run:
+//!
+//! 1. The overhead of the gate stack over running the same commands
+//!    directly (three command gates of 200 ms each, plus the built-in gates
+//!    on a small change).
+//! 2. The built-in diff-based gates (diff, scope, secrets, placeholders) on
+//!    a change of 10,000 files, beside `git diff` producing the same diff.
+//!
+//! Run with `cargo bench --bench gates`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use git_orch::config::Settings;
+use git_orch::event::GateMode;
+use git_orch::gate::{self, GateDef, GateKind, Subject};
+use git_orch::store::Store;
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+fn subtask(globs: &[&str]) -> git_orch::plan::Subtask {
+    serde_json::from_value(serde_json::json!({
+        "id": "bench", "title": "t", "owned_globs": globs, "deliverable": "d", "verification": "true"
+    }))
+    .expect("subtask")
+}
+
+fn builtin_defs() -> Vec<GateDef> {
+    [
+        ("diff", GateKind::Diff, GateMode::Block),
+        ("scope", GateKind::Scope, GateMode::Block),
+        ("secrets", GateKind::Secrets, GateMode::Block),
+        ("placeholders", GateKind::Placeholders, GateMode::Warn),
+    ]
+    .into_iter()
+    .map(|(n, k, m)| GateDef {
+        name: n.into(),
+        kind: k,
+        mode: m,
+        timeout: Duration::from_secs(60),
+    })
+    .collect()
+}
+
+async fn evaluate(subject: &Subject, defs: &[GateDef]) -> Duration {
+    let (_tx, mut rx) = tokio::sync::watch::channel(false);
+    let none = |_: &str, _: &str| None;
+    let start = Instant::now();
+    let out = gate::evaluate(subject, defs, &none, &mut rx)
+        .await
+        .expect("gates");
+    let elapsed = start.elapsed();
+    assert!(out.failure.is_none(), "{:?}", out.failure);
+    elapsed
+}
+
+fn main() {
+    let tmp = tempfile::Builder::new()
+        .prefix("orch-bench-gates-")
+        .tempdir_in(
+            std::env::var_os("ORCH_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from),
+        )
+        .expect("tmp");
+    let root = tmp.path();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!("gate benchmark in {}", root.display());
+
+    // 1. Overhead over running the commands directly.
+    let repo = root.join("small");
+    std::fs::create_dir_all(repo.join("src")).expect("dir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("src/a.rs"), "fn a() {}\n").expect("file");
+    git(&repo, &["add", "."]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    let base = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+    std::fs::write(repo.join("src/a.rs"), "fn a() { let x = 1; }\n").expect("file");
+    git(&repo, &["commit", "-q", "-am", "change"]);
+    let result = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+    let store = Store::open(&repo).expect("store");
+    let commands = ["sleep 0.2", "sleep 0.2", "sleep 0.2"];
+    let mut defs = builtin_defs();
+    for (i, c) in commands.iter().enumerate() {
+        defs.push(GateDef {
+            name: format!("cmd{i}"),
+            kind: GateKind::Command { run: (*c).into() },
+            mode: GateMode::Block,
+            timeout: Duration::from_secs(60),
+        });
+    }
+    let subject = Subject {
+        common_dir: store.common_dir().to_owned(),
+        task: subtask(&["src/**"]),
+        attempt: 1,
+        base_tree: store.parse_oid(&base).expect("oid"),
+        result_tree: store.parse_oid(&result).expect("oid"),
+        worktree: repo.clone(),
+        env: vec![],
+        log_dir: root.join("logs"),
+        writer_agent: "fake".into(),
+        settings: Settings::default(),
+    };
+    let runs = 5;
+    let direct = (0..runs)
+        .map(|_| {
+            let start = Instant::now();
+            for c in commands {
+                assert!(
+                    Command::new("sh")
+                        .args(["-c", c])
+                        .current_dir(&repo)
+                        .status()
+                        .expect("sh")
+                        .success()
+                );
+            }
+            start.elapsed()
+        })
+        .min()
+        .expect("runs");
+    let stacked = (0..runs)
+        .map(|_| rt.block_on(evaluate(&subject, &defs)))
+        .min()
+        .expect("runs");
+    let overhead = stacked.saturating_sub(direct);
+    let allowed = direct.mul_f64(0.05) + Duration::from_millis(50);
+    println!();
+    println!("gate stack vs the same commands run directly (3 × `sleep 0.2`):");
+    println!(
+        "  commands directly      {:>7.1} ms",
+        direct.as_secs_f64() * 1e3
+    );
+    println!(
+        "  gate stack             {:>7.1} ms  (plus diff, scope, secrets, placeholders)",
+        stacked.as_secs_f64() * 1e3
+    );
+    println!(
+        "  overhead               {:>7.1} ms  (target ≤ 5% + 50 ms = {:.1} ms)",
+        overhead.as_secs_f64() * 1e3,
+        allowed.as_secs_f64() * 1e3
+    );
+
+    // 2. Built-in gates on a 10,000-file change.
+    let big = root.join("big");
+    std::fs::create_dir_all(&big).expect("dir");
+    git(&big, &["init", "-q", "-b", "main"]);
+    for d in 0..100 {
+        let dir = big.join(format!("src/m{d:02}"));
+        std::fs::create_dir_all(&dir).expect("dir");
+        for f in 0..100 {
+            std::fs::write(
+                dir.join(format!("f{f:02}.rs")),
+                format!("fn f{d}_{f}() {{}}\n"),
+            )
+            .expect("file");
+        }
+    }
+    git(&big, &["add", "."]);
+    git(&big, &["commit", "-q", "-m", "base"]);
+    let base_commit = git(&big, &["rev-parse", "HEAD"]);
+    for d in 0..100 {
+        for f in 0..100 {
+            let p = big.join(format!("src/m{d:02}/f{f:02}.rs"));
+            let mut text = std::fs::read_to_string(&p).expect("read");
+            text.push_str(&format!("fn g{d}_{f}() -> u32 {{ {f} }}\n"));
+            std::fs::write(p, text).expect("write");
+        }
+    }
+    git(&big, &["commit", "-q", "-am", "change everything"]);
+    let result_commit = git(&big, &["rev-parse", "HEAD"]);
+    let store = Store::open(&big).expect("store");
+    let subject = Subject {
+        common_dir: store.common_dir().to_owned(),
+        task: subtask(&["src/**"]),
+        attempt: 1,
+        base_tree: store
+            .commit_info(store.parse_oid(&base_commit).expect("oid"))
+            .expect("c")
+            .tree,
+        result_tree: store
+            .commit_info(store.parse_oid(&result_commit).expect("oid"))
+            .expect("c")
+            .tree,
+        worktree: big.clone(),
+        env: vec![],
+        log_dir: root.join("logs-big"),
+        writer_agent: "fake".into(),
+        settings: Settings::default(),
+    };
+    let builtins = (0..3)
+        .map(|_| rt.block_on(evaluate(&subject, &builtin_defs())))
+        .min()
+        .expect("runs");
+    let git_diff = (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            let _ = git(&big, &["diff", &base_commit, &result_commit]);
+            start.elapsed()
+        })
+        .min()
+        .expect("runs");
+    println!();
+    println!("built-in gates on a 10,000-file change (10,000 added lines):");
+    println!(
+        "  diff + scope + secrets + placeholders  {:>7.1} ms",
+        builtins.as_secs_f64() * 1e3
+    );
+    println!(
+        "  `git diff base result` alone           {:>7.1} ms  (ratio {:.2}×)",
+        git_diff.as_secs_f64() * 1e3,
+        builtins.as_secs_f64() / git_diff.as_secs_f64()
+    );
+}
