@@ -78,6 +78,9 @@ pub struct Settings {
     pub protected: Vec<String>,
     /// Reviewer gate must use a different agent than the writer.
     pub reviewer_independent: bool,
+    /// `[integration] run`: the merge queue's integration gate commands
+    /// (default: every blocking command gate of the landing subtasks).
+    pub integration: Vec<String>,
 }
 
 impl Default for Settings {
@@ -107,6 +110,7 @@ impl Default for Settings {
             merge_batch: 1,
             protected: Vec::new(),
             reviewer_independent: true,
+            integration: Vec::new(),
         }
     }
 }
@@ -259,6 +263,9 @@ impl Settings {
                 crate::plan::glob::compile(g)
                     .map_err(|e| err(p, "path", format!("glob {g:?} does not compile: {e}")))?;
             }
+        }
+        if let Some(i) = values.section("integration", None) {
+            s.integration = i.values.get("run").cloned().unwrap_or_default();
         }
         if let Some(setup) = values.section("setup", None) {
             s.setup = setup.get("run").map(str::to_owned);

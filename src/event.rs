@@ -180,6 +180,51 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         failure: Option<Failure>,
     },
+    /// The merge queue moved the target to a gated tree holding this
+    /// attempt's work (several events share `new` when a batch landed).
+    Landed {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        target: String,
+        /// The target's tip before the landing (the compare-and-swap's
+        /// expected value).
+        old: String,
+        /// The target's tip after it.
+        new: String,
+        strategy: String,
+        /// The commits this attempt added to the target, oldest first.
+        commits: Vec<String>,
+    },
+    /// The merge queue could not land an attempt (conflict or integration
+    /// gate); the task gets a new attempt from the fresh target.
+    LandingFailed {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        failure: Failure,
+        /// Conflicting paths, for conflicts.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+        /// Conflicting hunks (masked, bounded), for conflicts.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        hunks: Vec<String>,
+        /// The integration gate's failing verdicts, for gate failures.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        verdicts: Vec<Verdict>,
+    },
+    /// The integration gate's verdict on a candidate (one or a stack of
+    /// attempts on top of the target).
+    IntegrationVerdict {
+        run_id: RunId,
+        /// The candidate commit.
+        candidate: String,
+        /// Its tree (the verdict cache key).
+        tree: String,
+        /// The attempts in the candidate, as `task/attempt`.
+        attempts: Vec<String>,
+        verdict: Verdict,
+    },
     /// A person asked for a task to be retried, skipped or cancelled.
     TaskControl {
         run_id: RunId,
@@ -498,6 +543,9 @@ impl Event {
             Event::GateVerdict { .. } => "gate_verdict",
             Event::AttemptFinished { .. } => "attempt_finished",
             Event::TaskControl { .. } => "task_control",
+            Event::Landed { .. } => "landed",
+            Event::LandingFailed { .. } => "landing_failed",
+            Event::IntegrationVerdict { .. } => "integration_verdict",
             Event::RunStopped { .. } => "run_stopped",
             Event::RunFinished { .. } => "run_finished",
             Event::WorkspaceCleaned { .. } => "workspace_cleaned",
@@ -519,6 +567,9 @@ impl Event {
             | Event::GateVerdict { run_id, .. }
             | Event::AttemptFinished { run_id, .. }
             | Event::TaskControl { run_id, .. }
+            | Event::Landed { run_id, .. }
+            | Event::LandingFailed { run_id, .. }
+            | Event::IntegrationVerdict { run_id, .. }
             | Event::RunStopped { run_id, .. }
             | Event::RunFinished { run_id, .. }
             | Event::WorkspaceCleaned { run_id, .. } => Some(run_id),
@@ -537,6 +588,8 @@ impl Event {
             | Event::GateVerdict { task, .. }
             | Event::AttemptFinished { task, .. }
             | Event::TaskControl { task, .. }
+            | Event::Landed { task, .. }
+            | Event::LandingFailed { task, .. }
             | Event::WorkspaceCleaned { task, .. } => Some(task),
             _ => None,
         }
@@ -661,6 +714,38 @@ impl Event {
                 action,
                 by,
             } => format!("{run_id}/{task} {} requested by {by}", action.as_str()),
+            Event::Landed {
+                run_id,
+                task,
+                attempt,
+                target,
+                new,
+                ..
+            } => format!(
+                "{run_id}/{task} attempt {attempt} landed on {target} at {}",
+                &new[..new.len().min(12)]
+            ),
+            Event::LandingFailed {
+                run_id,
+                task,
+                attempt,
+                failure,
+                ..
+            } => format!(
+                "{run_id}/{task} attempt {attempt} could not land: {}",
+                failure.reason
+            ),
+            Event::IntegrationVerdict {
+                run_id,
+                candidate,
+                verdict,
+                ..
+            } => format!(
+                "{run_id} integration gate {} {} on {}",
+                verdict.gate,
+                verdict.status.as_str(),
+                &candidate[..candidate.len().min(12)]
+            ),
             Event::RunStopped {
                 run_id,
                 reason,

@@ -11,6 +11,7 @@ pub mod config;
 pub mod event;
 pub mod gate;
 pub mod ids;
+pub mod merge;
 pub mod plan;
 pub mod process;
 pub mod run;

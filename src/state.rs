@@ -65,6 +65,15 @@ pub struct AttemptState {
     pub failure: Option<Failure>,
     pub finished_ms: Option<i64>,
     pub cleaned: bool,
+    /// (new target tip, commits) once the merge queue landed it.
+    pub landed: Option<(String, Vec<String>)>,
+    /// Why the merge queue could not land it.
+    pub landing_failure: Option<Failure>,
+    /// Conflicting paths and hunks, and failing integration verdicts, of a
+    /// failed landing (for the retry context).
+    pub landing_conflicts: Vec<String>,
+    pub landing_hunks: Vec<String>,
+    pub landing_verdicts: Vec<Verdict>,
 }
 
 impl AttemptState {
@@ -88,12 +97,26 @@ impl AttemptState {
 
     /// Whether its failure counts against the task's retry budget: an
     /// unavailable agent is the fallback chain's business, not the task's.
+    /// A passed attempt the merge queue could not land counts.
     pub fn counts_as_failure(&self) -> bool {
-        self.outcome == Some(Outcome::Failed)
+        (self.outcome == Some(Outcome::Failed)
             && self
                 .failure
                 .as_ref()
-                .is_none_or(|f| f.class != FailureClass::Unavailable)
+                .is_none_or(|f| f.class != FailureClass::Unavailable))
+            || self.landing_failure.is_some()
+    }
+
+    /// Passed its gates and waits for the merge queue.
+    pub fn is_queued(&self) -> bool {
+        self.outcome == Some(Outcome::Passed)
+            && self.landed.is_none()
+            && self.landing_failure.is_none()
+    }
+
+    /// Why it failed, counting a failed landing.
+    pub fn effective_failure(&self) -> Option<&Failure> {
+        self.landing_failure.as_ref().or(self.failure.as_ref())
     }
 }
 
@@ -118,7 +141,9 @@ pub enum TaskStatus {
     Running,
     /// A failed attempt and budget left: the next attempt is due.
     Retrying,
-    /// The last attempt passed its gates.
+    /// The last attempt passed its gates and waits for the merge queue.
+    Passed,
+    /// The last attempt landed on the target.
     Done,
     /// Terminal: the retry budget is exhausted.
     Failed,
@@ -132,6 +157,7 @@ impl TaskStatus {
             TaskStatus::Pending => "pending",
             TaskStatus::Running => "running",
             TaskStatus::Retrying => "retrying",
+            TaskStatus::Passed => "passed",
             TaskStatus::Done => "done",
             TaskStatus::Failed => "failed",
             TaskStatus::Skipped => "skipped",
@@ -162,8 +188,11 @@ impl TaskState {
         if last.is_open() {
             return TaskStatus::Running;
         }
-        if last.outcome == Some(Outcome::Passed) {
+        if last.landed.is_some() {
             return TaskStatus::Done;
+        }
+        if last.is_queued() {
+            return TaskStatus::Passed;
         }
         if self.failures() > retries {
             return TaskStatus::Failed;
@@ -334,6 +363,11 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         failure: None,
                         finished_ms: None,
                         cleaned: false,
+                        landed: None,
+                        landing_failure: None,
+                        landing_conflicts: Vec::new(),
+                        landing_hunks: Vec::new(),
+                        landing_verdicts: Vec::new(),
                     });
                     t.attempts.sort_by_key(|a| a.n);
                 }
@@ -459,6 +493,41 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 }
             }
         }
+        Event::Landed {
+            run_id,
+            task,
+            attempt,
+            new,
+            commits,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.landed = Some((new.clone(), commits.clone()));
+            }
+        }
+        Event::LandingFailed {
+            run_id,
+            task,
+            attempt,
+            failure,
+            conflicts,
+            hunks,
+            verdicts,
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+                && a.landed.is_none()
+            {
+                a.landing_failure = Some(failure.clone());
+                a.landing_conflicts = conflicts.clone();
+                a.landing_hunks = hunks.clone();
+                a.landing_verdicts = verdicts.clone();
+            }
+        }
         Event::RunStopped {
             run_id,
             reason,
@@ -487,6 +556,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             }
         }
         Event::Initialized { .. }
+        | Event::IntegrationVerdict { .. }
         | Event::PlanAdded { .. }
         | Event::ApprovalRecorded { .. }
         | Event::DebugMarker { .. } => {}

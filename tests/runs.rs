@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, events, project, status_json, stderr};
+use common::{Sandbox, events, project, status_json, stderr, stdout};
 
 /// (task, start, end) from stamp lines `start <task> <n> <t>` / `end …`.
 fn intervals(stamps: &Path) -> Vec<(String, f64, f64)> {
@@ -174,21 +174,22 @@ fn kill_9_of_the_driver_then_rerun_completes_every_task_exactly_once() {
     ];
     let p = project(&mut sb, &tasks, None);
     let stamps = sb.path().join("stamps");
-    for (id, _, _) in &tasks {
-        p.script(
-            id,
-            &format!(
-                "stamp {s} start\nsleep 0.4\nwrite src/{id}/done yes\nstamp {s} end\n",
-                s = stamps.display()
-            ),
-        );
-    }
     // Ten trials, each killing the driver at another moment of a fresh run.
     for (trial, delay_ms) in [50u64, 150, 300, 450, 600, 750, 900, 1100, 1300, 1600]
         .into_iter()
         .enumerate()
     {
         let _ = std::fs::remove_file(&stamps);
+        // Each trial's work differs from what earlier trials landed.
+        for (id, _, _) in &tasks {
+            p.script(
+                id,
+                &format!(
+                    "stamp {s} start\nsleep 0.4\nwrite src/{id}/done trial {trial}\nstamp {s} end\n",
+                    s = stamps.display()
+                ),
+            );
+        }
         let mut driver = sb
             .command("git-orch", &p.repo)
             .args(["run", "proj", "--agent", "fake", "--cap", "2"])
@@ -316,15 +317,54 @@ fn unapproved_changed_and_dirty_are_refused_before_anything_is_dispatched() {
         std::fs::read_to_string(p.repo.join("README.md")).expect("read"),
         "changed\n"
     );
-    // With --base the run starts from the named commit.
+    // With --base the run starts from the named commit; but the target is
+    // checked out here with uncommitted changes, so landing is refused and
+    // the user's files stay exactly as they were.
+    std::fs::write(p.repo.join("untracked.txt"), "mine\n").expect("untracked");
+    let main_before = sb.git(&p.repo, &["rev-parse", "main"]);
     let out = sb.orch(
         &p.repo,
         &["run", "proj", "--agent", "fake", "--base", "HEAD"],
     );
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("uncommitted changes"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         std::fs::read_to_string(p.repo.join("README.md")).expect("read"),
         "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("untracked.txt")).expect("read"),
+        "mine\n"
+    );
+    assert_eq!(
+        sb.git(&p.repo, &["rev-parse", "main"]),
+        main_before,
+        "the target moved"
+    );
+    // Once the user's changes are committed, the waiting attempt lands.
+    sb.git(&p.repo, &["add", "."]);
+    sb.git(
+        &p.repo,
+        &[
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "mine",
+        ],
+    );
+    let out = sb.orch(&p.repo, &["merge"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("src/a/done")).expect("landed"),
+        "yes\n"
     );
 }
 
@@ -489,9 +529,8 @@ fn ports_are_exported_and_an_explicit_port_wins() {
     let s = status_json(&sb, &p.repo);
     for (i, id) in ["a", "b"].iter().enumerate() {
         let row = &s["tasks"][i];
-        let wt = row["worktree"].as_str().expect("wt");
-        let ports =
-            std::fs::read_to_string(Path::new(wt).join(format!("src/{id}/ports"))).expect("ports");
+        // Landed, so the clean checkout of main has it.
+        let ports = std::fs::read_to_string(p.repo.join(format!("src/{id}/ports"))).expect("ports");
         let port = row["port"].as_u64().expect("port");
         assert_eq!(ports.trim(), format!("{port} {port}"));
         assert_eq!(port % 10, 0);
@@ -503,9 +542,7 @@ fn ports_are_exported_and_an_explicit_port_wins() {
     let p2 = project(&mut sb2, &[("a", &[], "true")], None);
     p2.script("a", &script("a"));
     sb2.orch_ok(&p2.repo, &["run", "proj", "--agent", "fake"]);
-    let s = status_json(&sb2, &p2.repo);
-    let wt = s["tasks"][0]["worktree"].as_str().expect("wt");
-    let ports = std::fs::read_to_string(Path::new(wt).join("src/a/ports")).expect("ports");
+    let ports = std::fs::read_to_string(p2.repo.join("src/a/ports")).expect("ports");
     assert!(ports.trim().ends_with(" 4242"), "{ports}");
 }
 
@@ -565,31 +602,51 @@ fn retry_skip_and_cancel_are_recorded_and_obeyed() {
 #[test]
 fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
     let mut sb = Sandbox::new();
-    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    let p = project(
+        &mut sb,
+        &[("a", &[], "true"), ("b", &[], "true"), ("c", &[], "true")],
+        None,
+    );
+    sb.git(&p.repo, &["config", "orch.retries", "0"]);
     p.script("a", "write src/a/done yes\n");
-    p.script("b", "write src/b/done yes\n");
-    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    p.script("b", "exit 1\n");
+    p.script("c", "exit 1\n");
+    assert_eq!(
+        sb.orch(&p.repo, &["run", "proj", "--agent", "fake"])
+            .status
+            .code(),
+        Some(3)
+    );
     let s = status_json(&sb, &p.repo);
-    let wt_a = s["tasks"][0]["worktree"].as_str().expect("wt").to_owned();
-    let wt_b = s["tasks"][1]["worktree"].as_str().expect("wt").to_owned();
+    let wt = |i: usize| s["tasks"][i]["worktree"].as_str().expect("wt").to_owned();
+    let (wt_a, wt_b, wt_c) = (wt(0), wt(1), wt(2));
+    // The landed attempt's worktree went when the run was archived.
+    assert!(!Path::new(&wt_a).exists(), "a landed worktree was kept");
+    assert_eq!(s["tasks"][0]["workspace"], "cleaned");
+    assert!(Path::new(&wt_b).exists() && Path::new(&wt_c).exists());
     std::fs::write(Path::new(&wt_b).join("scratch"), "uncommitted").expect("dirty");
-    let orphan = Path::new(&wt_a).parent().expect("run dir").join("stray");
+    let orphan = Path::new(&wt_b).parent().expect("run dir").join("stray");
     std::fs::create_dir_all(&orphan).expect("orphan");
     let branches = sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]);
-    let dry = sb.orch_ok(&p.repo, &["cleanup", "--all-completed", "--dry-run"]);
+    let dry = sb.orch_ok(&p.repo, &["cleanup", "--dry-run"]);
     assert!(dry.contains("would remove"), "{dry}");
-    assert!(Path::new(&wt_a).exists());
+    assert!(Path::new(&wt_c).exists());
     let out = sb.orch(&p.repo, &["cleanup", "--task", "b"]);
     assert_eq!(
         out.status.code(),
         Some(3),
         "a dirty worktree must be refused"
     );
+    assert!(
+        stdout(&out).contains("uncommitted changes"),
+        "{}",
+        stdout(&out)
+    );
     assert!(Path::new(&wt_b).join("scratch").exists());
-    let out = sb.orch_ok(&p.repo, &["cleanup", "--all-completed"]);
+    let out = sb.orch_ok(&p.repo, &["cleanup"]);
     assert!(out.contains("removed"), "{out}");
     assert!(out.contains("orphan folder"), "{out}");
-    assert!(!Path::new(&wt_a).exists());
+    assert!(!Path::new(&wt_c).exists());
     assert!(Path::new(&wt_b).exists(), "the dirty one is kept");
     sb.orch_ok(&p.repo, &["cleanup", "--task", "b", "--force"]);
     assert!(!Path::new(&wt_b).exists());
@@ -598,8 +655,6 @@ fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
         branches,
         "branches must survive"
     );
-    let s = status_json(&sb, &p.repo);
-    assert_eq!(s["tasks"][0]["workspace"], "cleaned");
 }
 
 #[test]

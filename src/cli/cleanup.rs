@@ -49,6 +49,7 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
             .map_err(|e| CommandError::error(e.to_string()))?,
         attempt: args.attempt,
         all_completed: args.all_completed,
+        landed_only: false,
         force: args.force,
         dry_run: args.dry_run,
     };

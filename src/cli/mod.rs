@@ -12,12 +12,14 @@ pub mod gate;
 pub mod hook;
 pub mod init;
 pub mod log;
+pub mod merge;
 pub mod output;
 pub mod plan;
 pub mod run;
 pub mod status;
 pub mod sync;
 pub mod task;
+pub mod verify;
 
 use std::path::PathBuf;
 
@@ -105,6 +107,8 @@ pub enum Command {
     Run(run::RunArgs),
     Status(status::StatusArgs),
     Gate(gate::GateArgs),
+    Merge(merge::MergeArgs),
+    Verify(verify::VerifyArgs),
     Retry(task::TaskArgs),
     Skip(task::TaskArgs),
     Cancel(task::TaskArgs),
@@ -160,6 +164,8 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Run(args) => run::run(cli, args),
         Command::Status(args) => status::run(cli, args),
         Command::Gate(args) => gate::run(cli, args),
+        Command::Merge(args) => merge::run(cli, args),
+        Command::Verify(args) => verify::run(cli, args),
         Command::Retry(args) => task::run(cli, args, crate::event::Control::Retry),
         Command::Skip(args) => task::run(cli, args, crate::event::Control::Skip),
         Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),

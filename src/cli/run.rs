@@ -76,6 +76,10 @@ pub fn print_progress(p: Progress) {
             None => format!("  {task:<24} attempt {attempt} {}", outcome.as_str()),
         },
         Progress::Stopping(why) => format!("stopping: {why}"),
+        Progress::Landed(attempt) => format!("  {attempt:<24} landed"),
+        Progress::LandingFailed { attempt, reason } => {
+            format!("  {attempt:<24} could not land: {reason}")
+        }
     };
     output::status(&line);
 }
@@ -158,8 +162,24 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         .max_blocking_threads(4)
         .build()
         .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
+    let lander = {
+        let store = open_store(&cli.directory)?;
+        let runs = run::runs(&store)?;
+        let state = runs
+            .get(&run_id)
+            .expect("the run was just prepared")
+            .clone();
+        let queue = crate::merge::Queue::for_run(&store, &state, None, None)
+            .map_err(|e| CommandError::error(e.to_string()))?;
+        let queue = std::sync::Arc::new(queue);
+        let lander: run::driver::Lander = std::sync::Arc::new(move |mut cancel| {
+            let q = queue.clone();
+            Box::pin(async move { q.land_next(&mut cancel).await.map_err(|e| e.to_string()) })
+        });
+        lander
+    };
     let outcome = runtime
-        .block_on(run::drive(ctx, &print_progress))
+        .block_on(run::drive(ctx, &print_progress, lander))
         .map_err(run_error)?;
     match outcome {
         DriveOutcome::Finished(s) => {
@@ -188,6 +208,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 "run {run_id} stopped: ${spent:.2} spent of a ${budget:.2} budget\nhint: rerun with a larger --budget to resume"
             ),
         )),
+        DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
         DriveOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,
             format!("run {run_id} interrupted\nhint: run the same command again to resume"),

@@ -36,6 +36,8 @@ pub type VerdictCache = HashMap<(String, String, String), Verdict>;
 /// Everything one attempt needs.
 pub struct Job {
     pub ctx: Arc<RunContext>,
+    /// The commit this attempt starts from.
+    pub base: crate::store::Oid,
     pub task: Subtask,
     pub n: u32,
     /// Agents to try, in order, when one is unavailable.
@@ -198,8 +200,9 @@ async fn finish_unstarted(job: &Job, agent: &str, class: FailureClass, why: Stri
     let paths = workspace::paths(&ctx, &job.task, job.n);
     let why2 = why.clone();
     let ctx2 = ctx.clone();
+    let base = job.base;
     let _ = blocking(&ctx, move |store| {
-        workspace::create(store, &ctx2, &task.id, n, &paths, 0, &agent_name)?;
+        workspace::create(store, &ctx2, &task.id, n, &paths, 0, &agent_name, base)?;
         workspace::abandon_unmade(store, &ctx2.run, &task.id, n, &paths, &why2)
             .map_err(RunError::from)
     })
@@ -227,8 +230,9 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let port = workspace::port_block(&p.worktree, ctx.settings.port_base, ctx.settings.port_span)
         .unwrap_or(0);
     let c = ctx.clone();
+    let base = job.base;
     blocking(&ctx, move |store| {
-        workspace::create(store, &c, &task.id, n, &p, port, &agent)
+        workspace::create(store, &c, &task.id, n, &p, port, &agent, base)
     })
     .await
     .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
@@ -297,7 +301,7 @@ fn attempt_env(
         ("ORCH_TASK".into(), job.task.id.to_string()),
         ("ORCH_ATTEMPT".into(), job.n.to_string()),
         ("ORCH_OWNED_GLOBS".into(), job.task.owned_globs.join("\n")),
-        ("ORCH_BASE".into(), ctx.base.to_string()),
+        ("ORCH_BASE".into(), job.base.to_string()),
         ("ORCH_PORT".into(), port.to_string()),
         ("ORCH_AGENT".into(), spec.name.clone()),
         (
@@ -556,6 +560,7 @@ async fn judge(
     let wt = paths.worktree.clone();
     let agent_name = spec.name.clone();
     let c = ctx.clone();
+    let base = job.base;
     let permit = ctx
         .heavy
         .acquire()
@@ -566,7 +571,9 @@ async fn judge(
             .map_err(|e| RunError::Config(format!("committing the result: {e}")))?;
         let commit_id = store.parse_oid(&commit)?;
         let tree_id = store.parse_oid(&tree)?;
-        let changed = store.diff_trees(c.base_tree, tree_id)?.len();
+        let changed = store
+            .diff_trees(store.commit_info(base)?.tree, tree_id)?
+            .len();
         append(
             store,
             vec![Event::AttemptResult {
@@ -589,11 +596,15 @@ async fn judge(
             .get(&(tree_hex.clone(), gate.to_owned(), command.to_owned()))
             .cloned()
     };
+    let base_tree = {
+        let b = job.base;
+        blocking(&ctx, move |store| Ok(store.commit_info(b)?.tree)).await?
+    };
     let subject = Subject {
         common_dir: ctx.common_dir.clone(),
         task: job.task.clone(),
         attempt: job.n,
-        base_tree: ctx.base_tree,
+        base_tree,
         result_tree: tree,
         worktree: paths.worktree.clone(),
         env: env.to_vec(),

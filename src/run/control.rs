@@ -83,8 +83,10 @@ pub struct CleanupFilter {
     pub run: Option<RunId>,
     pub task: Option<TaskId>,
     pub attempt: Option<u32>,
-    /// Only attempts whose task is done (passed, skipped, cancelled).
+    /// Only attempts whose task is done (landed, skipped, cancelled).
     pub all_completed: bool,
+    /// Only attempts that landed (used when a run is archived).
+    pub landed_only: bool,
     pub force: bool,
     pub dry_run: bool,
 }
@@ -150,6 +152,9 @@ pub fn cleanup(
                         TaskStatus::Done | TaskStatus::Skipped | TaskStatus::Cancelled
                     )
                 {
+                    continue;
+                }
+                if filter.landed_only && a.landed.is_none() {
                     continue;
                 }
                 if !path.exists() {
@@ -249,13 +254,16 @@ pub async fn gate_attempt(
             run.id
         )));
     };
-    let worktree = PathBuf::from(&attempt.worktree);
+    let mut worktree = PathBuf::from(&attempt.worktree);
     if !worktree.exists() {
-        return Err(RunError::Config(format!(
-            "the worktree of {}/{task} attempt {n} was removed ({}); command gates need it",
-            run.id,
-            worktree.display()
-        )));
+        // The attempt's worktree was cleaned up: command gates run on its
+        // result commit in a scratch worktree instead.
+        let (commit, _, _) = attempt.result.as_ref().expect("checked above");
+        worktree = store
+            .orch_dir()
+            .join("scratch")
+            .join(format!("gate-{}", run.id));
+        super::workspace::prepare_scratch(&store, &worktree, store.parse_oid(commit)?)?;
     }
     let base = store.parse_oid(&run.base)?;
     let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)

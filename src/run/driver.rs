@@ -44,7 +44,33 @@ pub enum DriveOutcome {
     Budget { spent: f64, budget: f64 },
     /// Ctrl-C or SIGTERM.
     Interrupted,
+    /// The merge queue refused to land (a dirty checkout of the target).
+    LandingRefused(String),
 }
+
+/// What one landing of the merge queue did.
+#[derive(Debug, Clone, Default)]
+pub struct LandReport {
+    /// `task/attempt` of every attempt that landed.
+    pub landed: Vec<String>,
+    /// `task/attempt` and why, of every attempt sent back.
+    pub failed: Vec<(String, String)>,
+    /// Set when the landing was refused (a dirty checkout of the target).
+    pub refused: Option<String>,
+    /// Integration gate commands that actually ran.
+    pub gate_runs: usize,
+}
+
+/// Lands what waits in the run's merge queue; supplied by the layer above
+/// (the merge queue), so that dispatch and landing share one driver.
+pub type Lander = std::sync::Arc<
+    dyn Fn(
+            watch::Receiver<bool>,
+        ) -> std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<LandReport, String>> + Send>,
+        > + Send
+        + Sync,
+>;
 
 /// Something worth showing while a run goes on.
 #[derive(Debug, Clone)]
@@ -65,6 +91,11 @@ pub enum Progress {
         reason: Option<String>,
     },
     Stopping(String),
+    Landed(String),
+    LandingFailed {
+        attempt: String,
+        reason: String,
+    },
 }
 
 /// Tasks whose dependencies can never be satisfied (a dependency failed,
@@ -281,6 +312,7 @@ fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask) ->
 pub async fn drive(
     ctx: RunContext,
     progress: &(dyn Fn(Progress) + Sync),
+    lander: Lander,
 ) -> Result<DriveOutcome, RunError> {
     let serial = ctx.serial.clone();
     let store = Store::open(&ctx.common_dir)?;
@@ -314,6 +346,7 @@ pub async fn drive(
     let (cancel_all, _) = watch::channel(false);
     let mut per_task: HashMap<TaskId, watch::Sender<bool>> = HashMap::new();
     let mut running: JoinSet<End> = JoinSet::new();
+    let mut landings: JoinSet<Result<LandReport, String>> = JoinSet::new();
     let mut live: BTreeSet<TaskId> = BTreeSet::new();
     let mut stop: Option<DriveOutcome> = None;
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -398,6 +431,7 @@ pub async fn drive(
                 let n = run.tasks.get(&task).map_or(1, |t| t.next_attempt());
                 let gates = crate::gate::stack(&ctx.settings, &plan, &sub);
                 let job = Job {
+                    base: attempt_base(&store, &ctx)?,
                     ctx: ctx.clone(),
                     agents: agent_chain(&ctx, run, &sub),
                     retry: retry_context(run, &task),
@@ -432,18 +466,45 @@ pub async fn drive(
                 }
             }
         }
-        if live.is_empty() {
+        // The merge queue: one landing at a time, whenever attempts wait.
+        let queued = plan.subtasks.iter().any(|sub| {
+            run.tasks
+                .get(&sub.id)
+                .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
+        });
+        let may_land = !matches!(
+            stop,
+            Some(DriveOutcome::Interrupted | DriveOutcome::LandingRefused(_))
+        );
+        if queued && may_land && landings.is_empty() {
+            landings.spawn(lander(cancel_all.subscribe()));
+        }
+        if live.is_empty() && landings.is_empty() {
             if let Some(outcome) = stop.take() {
                 return Ok(outcome);
             }
             let runs = super::runs(&store)?;
             let run = &runs[&ctx.run];
-            if ready_tasks(run, &plan, 0, false).is_empty() {
+            let queued = plan.subtasks.iter().any(|sub| {
+                run.tasks
+                    .get(&sub.id)
+                    .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
+            });
+            if !queued && ready_tasks(run, &plan, 0, false).is_empty() {
                 let summary = summarize(run, &plan);
                 store.append(vec![Event::RunFinished {
                     run_id: ctx.run.clone(),
                     summary: summary.clone(),
                 }])?;
+                // The run is archived: landed attempts' worktrees go, by the
+                // cleanup rules (never a dirty one).
+                let runs = super::runs(&store)?;
+                let filter = super::control::CleanupFilter {
+                    run: Some(ctx.run.clone()),
+                    landed_only: true,
+                    ..Default::default()
+                };
+                let _ = super::control::cleanup(&store, &runs, &filter, &|_| false);
                 let complete = summary.done + summary.skipped == summary.tasks;
                 return Ok(if complete {
                     DriveOutcome::Finished(summary)
@@ -454,7 +515,8 @@ pub async fn drive(
             continue;
         }
         tokio::select! {
-            done = running.join_next() => {
+            // A `join_next` on an empty set returns at once: guard both.
+            done = running.join_next(), if !running.is_empty() => {
                 if let Some(Ok(end)) = done {
                     live.remove(&end.task);
                     per_task.remove(&end.task);
@@ -466,11 +528,40 @@ pub async fn drive(
                     });
                 }
             }
+            Some(done) = landings.join_next(), if !landings.is_empty() => {
+                match done.expect("a landing does not panic") {
+                    Ok(report) => {
+                        for a in report.landed {
+                            progress(Progress::Landed(a));
+                        }
+                        for (attempt, reason) in report.failed {
+                            progress(Progress::LandingFailed { attempt, reason });
+                        }
+                        if let Some(why) = report.refused {
+                            progress(Progress::Stopping(why.lines().next().unwrap_or_default().to_owned()));
+                            if stop.is_none() {
+                                stop = Some(DriveOutcome::LandingRefused(why));
+                            }
+                        }
+                    }
+                    Err(e) => return Err(RunError::Config(format!("the merge queue failed: {e}"))),
+                }
+            }
             _ = tokio::signal::ctrl_c() => interrupt(&store, &ctx, &cancel_all, &mut stop, progress)?,
             _ = sigterm.recv() => interrupt(&store, &ctx, &cancel_all, &mut stop, progress)?,
             _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
         }
     }
+}
+
+/// Where a new attempt starts: the target's tip when it contains the run's
+/// base (so dependents build on what landed), else the run's base.
+fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid, RunError> {
+    let tip = store.ref_target(&format!("refs/heads/{}", ctx.target))?;
+    Ok(match tip {
+        Some(t) if store.is_ancestor(ctx.base, t)? => t,
+        _ => ctx.base,
+    })
 }
 
 fn interrupt(

@@ -91,6 +91,7 @@ pub fn port_block(worktree: &Path, base: u16, span: u16) -> Option<u16> {
 
 /// Records attempt `n` and creates its branch at the run's base, in one
 /// ref transaction.
+#[allow(clippy::too_many_arguments)]
 pub fn create(
     store: &Store,
     ctx: &RunContext,
@@ -99,6 +100,7 @@ pub fn create(
     p: &AttemptPaths,
     port: u16,
     agent: &str,
+    base: Oid,
 ) -> Result<(), RunError> {
     store.transact(|store| {
         if store.ref_target(&p.branch_ref)?.is_some() {
@@ -114,14 +116,14 @@ pub fn create(
                     task: task.clone(),
                     attempt: n,
                     branch: p.branch_ref["refs/heads/".len()..].to_owned(),
-                    base: ctx.base.to_string(),
+                    base: base.to_string(),
                     worktree: p.worktree.to_string_lossy().into_owned(),
                     port,
                     agent: agent.to_owned(),
                 }],
                 refs: vec![RefUpdate::set(
                     &p.branch_ref,
-                    ctx.base,
+                    base,
                     Expected::Absent,
                     &format!("orch: attempt {n} of {task}"),
                 )],
@@ -298,6 +300,21 @@ pub fn commit_result(
     let commit = git.run(["rev-parse", "HEAD"])?;
     let tree = git.run(["rev-parse", "HEAD^{tree}"])?;
     Ok((commit, tree))
+}
+
+/// Puts a scratch worktree of git-orch's own (under `.git/orch/scratch/`)
+/// at `commit`, detached, making it if needed. It is not a user's working
+/// tree, so it may be forced and cleaned at will.
+pub fn prepare_scratch(store: &Store, scratch: &Path, commit: Oid) -> Result<(), StoreError> {
+    if scratch.join(".git").exists() {
+        let git = Git::new(scratch);
+        git.run(["checkout", "-q", "--detach", "--force", &commit.to_string()])?;
+        git.run(["clean", "-q", "-f", "-d", "-x"])?;
+        return Ok(());
+    }
+    let _ = std::fs::remove_dir_all(scratch);
+    store.prune_worktrees()?;
+    store.add_worktree_detached(scratch, commit)
 }
 
 /// The tree of `commit`.

@@ -15,6 +15,7 @@
 pub mod config;
 pub mod lock;
 pub mod log;
+pub mod merge;
 pub mod notes;
 pub mod objects;
 pub mod refs;

@@ -42,6 +42,46 @@ impl Store {
             .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
     }
 
+    /// Adds a linked worktree at `path` with a detached HEAD at `commit`.
+    pub fn add_worktree_detached(&self, path: &Path, commit: super::Oid) -> Result<()> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+        }
+        let interrupt = AtomicBool::new(false);
+        self.repo
+            .add_worktree(
+                path,
+                gix::worktree::add::Head::Detached(commit),
+                gix::progress::Discard,
+                &interrupt,
+            )
+            .map(|_| ())
+            .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
+    }
+
+    /// Every working tree (main or linked) that has `branch` (a full ref
+    /// name) checked out.
+    pub fn checkouts_of(&self, branch: &str) -> Result<Vec<PathBuf>> {
+        let text = self.git().run(["worktree", "list", "--porcelain"])?;
+        let mut out = Vec::new();
+        for block in text.split("\n\n") {
+            let mut path = None;
+            let mut on = false;
+            for line in block.lines() {
+                if let Some(p) = line.strip_prefix("worktree ") {
+                    path = Some(PathBuf::from(p));
+                } else if line.strip_prefix("branch ") == Some(branch) {
+                    on = true;
+                }
+            }
+            if let (Some(p), true) = (path, on) {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
     /// Removes the linked worktree at `path`; dirty ones only with `force`.
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
         let mut args = vec!["worktree", "remove"];

@@ -1,0 +1,103 @@
+//! `git orch merge`: land a run's passed attempts through the merge queue.
+
+use clap::Args;
+
+use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use crate::merge::{Queue, Strategy};
+use crate::run;
+
+/// Land passed attempts of a run on its target through the merge queue.
+///
+/// Each landing builds the candidate on the current target (rebase, merge or
+/// squash, in memory), runs the integration gate on it in a scratch
+/// worktree, and moves the target by compare-and-swap from the exact tip it
+/// built on. `run` does this on its own as attempts pass; this command lands
+/// what is left (after a refusal, or with another strategy). Exit 3 if
+/// something could not land or the landing was refused.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The run (default: the newest unfinished one).
+    pub run: Option<String>,
+    /// How attempts land (default orch.mergeStrategy, rebase).
+    #[arg(long, value_parser = ["rebase", "merge", "squash"])]
+    pub strategy: Option<String>,
+    /// Stack up to K attempts and gate only the top (default orch.mergeBatch, 1).
+    #[arg(long, value_name = "K")]
+    pub batch: Option<usize>,
+    /// Show what waits to land; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    let runs = run::runs(&store)?;
+    let r = run::pick_run(&runs, args.run.as_deref())
+        .map_err(|e| CommandError::error(e.to_string()))?;
+    let strategy = args.strategy.as_deref().and_then(Strategy::parse);
+    let queue = Queue::for_run(&store, &r, strategy, args.batch)
+        .map_err(|e| CommandError::error(e.to_string()))?;
+    if args.dry_run {
+        let waiting = queue.waiting(&r);
+        let mut out = output::Out::new();
+        if args.json {
+            let list: Vec<String> = waiting.iter().map(|(e, _)| e.label()).collect();
+            out.line(
+                &serde_json::json!({"run": r.id, "target": r.target, "waiting": list}).to_string(),
+            );
+        } else {
+            out.line(&format!(
+                "{} attempt(s) of run {} wait to land on {} ({}, batch {}):",
+                waiting.len(),
+                r.id,
+                r.target,
+                queue.strategy.as_str(),
+                queue.batch
+            ));
+            for (e, _) in waiting {
+                out.line(&format!("  {}", e.label()));
+            }
+        }
+        return Ok(exit::OK);
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CommandError::error(e.to_string()))?;
+    let (_tx, mut cancel) = tokio::sync::watch::channel(false);
+    let report = runtime
+        .block_on(queue.land_all(&mut cancel))
+        .map_err(|e| CommandError::error(e.to_string()))?;
+    if args.json {
+        let json = serde_json::json!({
+            "run": r.id,
+            "landed": report.landed,
+            "failed": report.failed,
+            "refused": report.refused,
+            "gate_runs": report.gate_runs,
+        });
+        output::Out::new().line(&json.to_string());
+    }
+    for a in &report.landed {
+        output::status(&format!("  {a:<24} landed"));
+    }
+    for (a, why) in &report.failed {
+        output::status(&format!("  {a:<24} could not land: {why}"));
+    }
+    if let Some(why) = report.refused {
+        return Err(CommandError::with_code(exit::BLOCKED, why));
+    }
+    output::status(&format!(
+        "Landed {} attempt(s) on {} with {} integration gate run(s).",
+        report.landed.len(),
+        r.target,
+        report.gate_runs
+    ));
+    Ok(if report.failed.is_empty() {
+        exit::OK
+    } else {
+        exit::BLOCKED
+    })
+}

@@ -1,0 +1,687 @@
+//! One run's merge queue: which attempts wait to land, and landing them
+//! (singly, or as a speculative batch with bisection).
+//!
+//! **Batching** (`--batch K`, `orch.mergeBatch`): up to K waiting attempts
+//! are stacked into candidates c1 (on the tip), c2 (on c1), …, cK; only cK
+//! is gated. If it passes, all K land at once. If it fails, the largest
+//! passing prefix is found by bisection (gating c⌈K/2⌉ and so on), that
+//! prefix lands, the first attempt after it is sent back as the culprit, and
+//! the rest wait for the next round. The target still only moves to gated
+//! trees; what batching gives up is a gate run on every intermediate commit
+//! (c1 … cK−1 of a passing batch land ungated on their own).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::MergeError;
+use super::candidate::{self, Built, Entry, Names, Strategy};
+use crate::config::Settings;
+use crate::event::{Event, Failure, FailureClass, GateMode, GateStatus, Verdict};
+use crate::gate::{GateDef, GateKind};
+use crate::ids::{RunId, TaskId};
+use crate::plan::revisions::PlanRevision;
+use crate::process::Git;
+use crate::run::driver::LandReport;
+use crate::state::{RunState, TaskStatus};
+use crate::store::log::Operation;
+use crate::store::refs::{Applied, Expected, RefUpdate};
+use crate::store::{Oid, Store};
+
+/// How often a landing is rebuilt because the target moved under it.
+const MAX_ROUNDS: u32 = 10;
+
+/// The queue of one run.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub common_dir: PathBuf,
+    pub run: RunId,
+    pub revision: PlanRevision,
+    pub target: String,
+    pub settings: Settings,
+    pub strategy: Strategy,
+    pub batch: usize,
+}
+
+async fn blocking<T: Send + 'static>(
+    dir: &Path,
+    f: impl FnOnce(&Store) -> Result<T, MergeError> + Send + 'static,
+) -> Result<T, MergeError> {
+    let dir = dir.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let store = Store::open(&dir)?;
+        f(&store)
+    })
+    .await
+    .expect("merge steps do not panic")
+}
+
+/// Plan order with dependencies first (Kahn; plan order breaks ties).
+fn topo_order(plan: &crate::plan::Plan) -> Vec<TaskId> {
+    let mut done: BTreeSet<TaskId> = BTreeSet::new();
+    let mut out = Vec::new();
+    while out.len() < plan.subtasks.len() {
+        let before = out.len();
+        for s in &plan.subtasks {
+            if !done.contains(&s.id) && s.depends_on.iter().all(|d| done.contains(d)) {
+                done.insert(s.id.clone());
+                out.push(s.id.clone());
+            }
+        }
+        if out.len() == before {
+            break; // a cycle; approved plans have none
+        }
+    }
+    out
+}
+
+impl Queue {
+    /// The queue of `run`, with its plan and the settings at its base.
+    pub fn for_run(
+        store: &Store,
+        run: &RunState,
+        strategy: Option<Strategy>,
+        batch: Option<usize>,
+    ) -> Result<Self, MergeError> {
+        let revision = crate::run::plan_of(store, run)?;
+        let base = store.parse_oid(&run.base)?;
+        let settings = Settings::from_values(&store.project_config(Some(base))?)
+            .map_err(|e| MergeError::Config(e.to_string()))?;
+        let strategy = match strategy {
+            Some(s) => s,
+            None => match settings.merge_strategy.as_deref() {
+                None => Strategy::Rebase,
+                Some(s) => Strategy::parse(s).ok_or_else(|| {
+                    MergeError::Config(format!(
+                        "orch.mergeStrategy {s:?} is not rebase, merge or squash"
+                    ))
+                })?,
+            },
+        };
+        Ok(Self {
+            common_dir: store.common_dir().to_owned(),
+            run: run.id.clone(),
+            batch: batch.unwrap_or(settings.merge_batch).max(1),
+            target: run.target.clone(),
+            revision,
+            settings,
+            strategy,
+        })
+    }
+
+    fn target_ref(&self) -> String {
+        format!("refs/heads/{}", self.target)
+    }
+
+    /// Attempts waiting to land, in the plan's topological order then by
+    /// the time they passed; only those whose dependencies have landed.
+    pub fn waiting(&self, run: &RunState) -> Vec<(Entry, i64)> {
+        let plan = &self.revision.plan;
+        let status = |id: &TaskId| {
+            let sub = plan.subtask(id.as_str());
+            let retries = sub.map_or(run.settings.retries, |s| crate::run::retries_for(run, s));
+            run.tasks
+                .get(id)
+                .map(|t| t.status(retries))
+                .unwrap_or(TaskStatus::Pending)
+        };
+        let mut out = Vec::new();
+        for id in topo_order(plan) {
+            let Some(t) = run.tasks.get(&id) else {
+                continue;
+            };
+            let Some(last) = t.attempts.last() else {
+                continue;
+            };
+            if !last.is_queued() {
+                continue;
+            }
+            let sub = plan.subtask(id.as_str()).expect("tasks come from the plan");
+            let deps_landed = sub
+                .depends_on
+                .iter()
+                .all(|d| matches!(status(d), TaskStatus::Done | TaskStatus::Skipped));
+            let (Some((commit, _, _)), Ok(base)) =
+                (&last.result, Oid::from_hex(last.base.as_bytes()))
+            else {
+                continue;
+            };
+            let Ok(result) = Oid::from_hex(commit.as_bytes()) else {
+                continue;
+            };
+            if deps_landed {
+                out.push((
+                    Entry {
+                        task: sub.clone(),
+                        attempt: last.n,
+                        base,
+                        result,
+                    },
+                    last.finished_ms.unwrap_or(0),
+                ));
+            }
+        }
+        // Stable: topological order first, then pass time within equals.
+        out
+    }
+
+    /// Lands everything that can land now (`git orch merge`).
+    pub async fn land_all(
+        &self,
+        cancel: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<LandReport, MergeError> {
+        let mut total = LandReport::default();
+        loop {
+            let r = self.land_next(cancel).await?;
+            let nothing = r.landed.is_empty() && r.failed.is_empty();
+            total.landed.extend(r.landed);
+            total.failed.extend(r.failed);
+            total.gate_runs += r.gate_runs;
+            if r.refused.is_some() {
+                total.refused = r.refused;
+                return Ok(total);
+            }
+            if nothing || *cancel.borrow() {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// One landing: up to `batch` waiting attempts.
+    pub async fn land_next(
+        &self,
+        cancel: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<LandReport, MergeError> {
+        let mut report = LandReport::default();
+        let dir = self.common_dir.clone();
+        let lock_name = format!(
+            "queue-{}.lock",
+            blake3::hash(self.target.as_bytes()).to_hex()
+        );
+        let what = format!("landing run {} on {}", self.run, self.target);
+        let _lock = blocking(&dir, move |store| {
+            Ok(crate::store::lock::acquire(
+                &store.orch_dir().join(lock_name),
+                &what,
+                std::time::Duration::from_secs(3600),
+            )?)
+        })
+        .await?;
+        let this = self.clone();
+        let (entries, cache) = blocking(&dir, move |store| {
+            let view = store.read_log()?;
+            let runs = crate::state::fold(view.records());
+            let run = runs
+                .get(&this.run)
+                .ok_or_else(|| MergeError::Config(format!("no run {}", this.run)))?;
+            let mut waiting = this.waiting(run);
+            waiting.truncate(this.batch);
+            Ok((
+                waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>(),
+                verdict_cache(&view, &runs),
+            ))
+        })
+        .await?;
+        if entries.is_empty() {
+            return Ok(report);
+        }
+        if let Some(why) = self.dirty_checkout().await? {
+            report.refused = Some(why);
+            return Ok(report);
+        }
+        let mut entries = entries;
+        for _round in 0..MAX_ROUNDS {
+            let (tip, stack, conflict) = self.build_stack(&entries).await?;
+            if let Some((e, conflicts)) = conflict {
+                self.record_conflict(&e, &conflicts).await?;
+                report
+                    .failed
+                    .push((e.label(), "conflict with the target".into()));
+                entries.retain(|x| x.label() != e.label());
+            }
+            if stack.is_empty() {
+                return Ok(report);
+            }
+            // Gate the top; on failure, bisect for the largest good prefix.
+            let (pass, failing) = self
+                .gate(&stack, stack.len(), &cache, cancel, &mut report)
+                .await?;
+            let (good, culprit) = if pass {
+                (stack.len(), None)
+            } else if stack.len() == 1 {
+                (0, Some((0, failing)))
+            } else {
+                let (mut lo, mut hi, mut hi_failing) = (0, stack.len(), failing);
+                while hi - lo > 1 {
+                    let mid = (lo + hi) / 2;
+                    let (ok, f) = self.gate(&stack, mid, &cache, cancel, &mut report).await?;
+                    if ok {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                        hi_failing = f;
+                    }
+                }
+                (lo, Some((hi - 1, hi_failing)))
+            };
+            if *cancel.borrow() {
+                return Ok(report);
+            }
+            if let Some((i, verdicts)) = culprit {
+                let e = stack[i].0.clone();
+                self.record_gate_failure(&e, verdicts).await?;
+                report
+                    .failed
+                    .push((e.label(), "the integration gate failed".into()));
+                entries.retain(|x| x.label() != e.label());
+            }
+            if good == 0 {
+                return Ok(report);
+            }
+            if let Some(why) = self.dirty_checkout().await? {
+                report.refused = Some(why);
+                return Ok(report);
+            }
+            let landed = stack[..good].to_vec();
+            match self.swap(tip, &landed).await? {
+                Applied::Done => {
+                    let new = landed.last().expect("good > 0").1;
+                    report
+                        .landed
+                        .extend(landed.iter().map(|(e, _, _)| e.label()));
+                    self.after_landing(tip, new, &landed).await;
+                    return Ok(report);
+                }
+                // The target moved: rebuild on the new tip, gate again.
+                Applied::Conflict => continue,
+            }
+        }
+        Err(MergeError::Config(format!(
+            "{} kept moving while landing ({MAX_ROUNDS} tries); try again",
+            self.target
+        )))
+    }
+
+    /// The first checkout of the target with uncommitted changes, as a
+    /// refusal message.
+    async fn dirty_checkout(&self) -> Result<Option<String>, MergeError> {
+        let target_ref = self.target_ref();
+        let target = self.target.clone();
+        blocking(&self.common_dir, move |store| {
+            for path in store.checkouts_of(&target_ref)? {
+                if store.is_dirty(&path)? {
+                    return Ok(Some(format!(
+                        "{target} is checked out at {} with uncommitted changes; landing would have to change files you are editing\nhint: commit or move your changes there, then run `git orch merge` (git-orch never stashes, resets or deletes your files)",
+                        path.display()
+                    )));
+                }
+            }
+            Ok(None)
+        })
+        .await
+    }
+
+    /// Builds the stack of candidates on the current tip: (tip, stack,
+    /// the first entry that conflicted).
+    #[allow(clippy::type_complexity)]
+    async fn build_stack(
+        &self,
+        entries: &[Entry],
+    ) -> Result<
+        (
+            Oid,
+            Vec<(Entry, Oid, Vec<Oid>)>,
+            Option<(Entry, Vec<crate::store::merge::MergeConflict>)>,
+        ),
+        MergeError,
+    > {
+        let this = self.clone();
+        let entries = entries.to_vec();
+        blocking(&self.common_dir, move |store| {
+            let tip = store.ref_target(&this.target_ref())?.ok_or_else(|| {
+                MergeError::Config(format!("the target branch {} does not exist", this.target))
+            })?;
+            let names = Names {
+                run: this.run.as_str(),
+                plan_id: this.revision.plan.id.as_str(),
+                plan_hash: &this.revision.hash,
+            };
+            let mut stack = Vec::new();
+            let mut onto = tip;
+            for e in entries {
+                match candidate::build(store, this.strategy, onto, &e, &names)? {
+                    Built::Commits { tip, commits } => {
+                        onto = tip;
+                        stack.push((e, tip, commits));
+                    }
+                    Built::Conflict(c) => return Ok((tip, stack, Some((e, c)))),
+                }
+            }
+            Ok((tip, stack, None))
+        })
+        .await
+    }
+
+    /// The integration gate's gates for the first `k` entries.
+    fn integration_gates(&self, entries: &[&Entry]) -> Vec<GateDef> {
+        if !self.settings.integration.is_empty() {
+            return self
+                .settings
+                .integration
+                .iter()
+                .enumerate()
+                .map(|(i, run)| GateDef {
+                    name: if self.settings.integration.len() == 1 {
+                        "integration".into()
+                    } else {
+                        format!("integration-{}", i + 1)
+                    },
+                    kind: GateKind::Command { run: run.clone() },
+                    mode: GateMode::Block,
+                    timeout: crate::gate::stack::DEFAULT_TIMEOUT,
+                })
+                .collect();
+        }
+        let mut out: Vec<GateDef> = Vec::new();
+        for e in entries {
+            for g in crate::gate::stack(&self.settings, &self.revision.plan, &e.task) {
+                let name_taken = out.iter().any(|o| o.name == g.name && o.kind == g.kind);
+                if g.mode == GateMode::Block && g.kind.command().is_some() && !name_taken {
+                    // Two subtasks' verifications are both run.
+                    let name = if out.iter().any(|o| o.name == g.name) {
+                        format!("{}:{}", g.name, e.task.id)
+                    } else {
+                        g.name.clone()
+                    };
+                    out.push(GateDef { name, ..g });
+                }
+            }
+        }
+        out
+    }
+
+    /// Gates the candidate of the first `k` stack entries. Returns whether
+    /// it passed and the failing verdicts.
+    async fn gate(
+        &self,
+        stack: &[(Entry, Oid, Vec<Oid>)],
+        k: usize,
+        cache: &HashMap<(String, String, String), Verdict>,
+        cancel: &mut tokio::sync::watch::Receiver<bool>,
+        report: &mut LandReport,
+    ) -> Result<(bool, Vec<Verdict>), MergeError> {
+        let candidate = stack[k - 1].1;
+        let entries: Vec<&Entry> = stack[..k].iter().map(|(e, _, _)| e).collect();
+        let defs = self.integration_gates(&entries);
+        let labels: Vec<String> = entries.iter().map(|e| e.label()).collect();
+        let scratch = self
+            .common_dir
+            .join("orch")
+            .join("scratch")
+            .join(self.run.as_str());
+        let tree = {
+            let s = scratch.clone();
+            blocking(&self.common_dir, move |store| {
+                let tree = store.commit_info(candidate)?.tree;
+                crate::run::workspace::prepare_scratch(store, &s, candidate).map_err(|e| {
+                    MergeError::Config(format!("preparing the scratch worktree: {e}"))
+                })?;
+                Ok(tree)
+            })
+            .await?
+        };
+        let env = vec![
+            ("ORCH_RUN".to_owned(), self.run.to_string()),
+            ("ORCH_CANDIDATE".to_owned(), candidate.to_string()),
+            ("ORCH_TARGET".to_owned(), self.target.clone()),
+        ];
+        let log_dir = self
+            .common_dir
+            .join("orch")
+            .join("logs")
+            .join(self.run.as_str())
+            .join("queue");
+        let place = crate::gate::command::Place {
+            worktree: &scratch,
+            env: &env,
+            log_dir: &log_dir,
+        };
+        let mut verdicts = Vec::new();
+        if defs.is_empty() {
+            verdicts.push(Verdict {
+                gate: "integration".into(),
+                mode: GateMode::Block,
+                status: GateStatus::Pass,
+                cached_pass: None,
+                command: None,
+                duration_ms: 0,
+                summary: "no blocking command gate is configured; the candidate merged cleanly"
+                    .into(),
+                tail: String::new(),
+                details: serde_json::Value::Null,
+            });
+        }
+        for def in &defs {
+            let cmd = def
+                .kind
+                .command()
+                .expect("integration gates are commands")
+                .to_owned();
+            let v = match cache.get(&(tree.to_string(), def.name.clone(), cmd.clone())) {
+                Some(prev) => Verdict {
+                    status: GateStatus::Cached,
+                    cached_pass: Some(
+                        matches!(prev.status, GateStatus::Pass) || prev.cached_pass == Some(true),
+                    ),
+                    summary: format!("cached: {}", prev.summary),
+                    duration_ms: 0,
+                    mode: def.mode,
+                    gate: def.name.clone(),
+                    ..prev.clone()
+                },
+                None => {
+                    report.gate_runs += 1;
+                    crate::gate::command::run(def, &cmd, &place, cancel).await
+                }
+            };
+            let blocks = v.blocks();
+            verdicts.push(v);
+            if blocks {
+                break;
+            }
+        }
+        let run = self.run.clone();
+        let events: Vec<Event> = verdicts
+            .iter()
+            .map(|v| Event::IntegrationVerdict {
+                run_id: run.clone(),
+                candidate: candidate.to_string(),
+                tree: tree.to_string(),
+                attempts: labels.clone(),
+                verdict: v.clone(),
+            })
+            .collect();
+        blocking(&self.common_dir, move |store| {
+            store.append(events)?;
+            Ok(())
+        })
+        .await?;
+        let failing: Vec<Verdict> = verdicts.iter().filter(|v| v.blocks()).cloned().collect();
+        Ok((failing.is_empty(), failing))
+    }
+
+    async fn record_conflict(
+        &self,
+        e: &Entry,
+        conflicts: &[crate::store::merge::MergeConflict],
+    ) -> Result<(), MergeError> {
+        let paths: Vec<String> = conflicts.iter().map(|c| c.path.clone()).collect();
+        let hunks: Vec<String> = conflicts
+            .iter()
+            .flat_map(|c| c.hunks.iter().map(move |h| format!("{}:\n{h}", c.path)))
+            .take(20)
+            .map(|h| crate::gate::masking::mask_text(&h))
+            .collect();
+        let event = Event::LandingFailed {
+            run_id: self.run.clone(),
+            task: e.task.id.clone(),
+            attempt: e.attempt,
+            failure: Failure {
+                class: FailureClass::Integration,
+                reason: format!("conflicts with {} in {}", self.target, paths.join(", ")),
+            },
+            conflicts: paths,
+            hunks,
+            verdicts: Vec::new(),
+        };
+        blocking(&self.common_dir, move |store| {
+            store.append(vec![event])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn record_gate_failure(
+        &self,
+        e: &Entry,
+        verdicts: Vec<Verdict>,
+    ) -> Result<(), MergeError> {
+        let reason = verdicts
+            .first()
+            .map(|v| {
+                format!(
+                    "integration gate {} {}: {}",
+                    v.gate,
+                    v.status.as_str(),
+                    v.summary
+                )
+            })
+            .unwrap_or_else(|| "the integration gate failed".into());
+        let event = Event::LandingFailed {
+            run_id: self.run.clone(),
+            task: e.task.id.clone(),
+            attempt: e.attempt,
+            failure: Failure {
+                class: FailureClass::Integration,
+                reason,
+            },
+            conflicts: Vec::new(),
+            hunks: Vec::new(),
+            verdicts,
+        };
+        blocking(&self.common_dir, move |store| {
+            store.append(vec![event])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Moves the target from `old` to the last landed tip, with the
+    /// `landed` events, in one ref transaction.
+    async fn swap(
+        &self,
+        old: Oid,
+        landed: &[(Entry, Oid, Vec<Oid>)],
+    ) -> Result<Applied, MergeError> {
+        let this = self.clone();
+        let landed = landed.to_vec();
+        blocking(&self.common_dir, move |store| {
+            let new = landed.last().expect("something lands").1;
+            let events: Vec<Event> = landed
+                .iter()
+                .map(|(e, _, commits)| Event::Landed {
+                    run_id: this.run.clone(),
+                    task: e.task.id.clone(),
+                    attempt: e.attempt,
+                    target: this.target.clone(),
+                    old: old.to_string(),
+                    new: new.to_string(),
+                    strategy: this.strategy.as_str().into(),
+                    commits: commits.iter().map(|c| c.to_string()).collect(),
+                })
+                .collect();
+            let target_ref = this.target_ref();
+            let mut applied = Applied::Done;
+            store.transact(|store| {
+                // Read again under the log lock: a push may have moved it.
+                if store.ref_target(&target_ref)? != Some(old) {
+                    applied = Applied::Conflict;
+                    return Ok::<_, MergeError>((Operation::default(), ()));
+                }
+                applied = Applied::Done;
+                Ok((
+                    Operation {
+                        events: events.clone(),
+                        refs: vec![RefUpdate::set(
+                            &target_ref,
+                            new,
+                            Expected::At(old),
+                            &format!("orch: land run {}", this.run),
+                        )],
+                    },
+                    (),
+                ))
+            })?;
+            Ok(applied)
+        })
+        .await
+    }
+
+    /// Fast-forwards clean checkouts of the target and writes the notes.
+    async fn after_landing(&self, old: Oid, new: Oid, landed: &[(Entry, Oid, Vec<Oid>)]) {
+        let this = self.clone();
+        let landed = landed.to_vec();
+        let _ = blocking(&self.common_dir, move |store| {
+            for path in store.checkouts_of(&this.target_ref())? {
+                // A two-tree read-tree moves index and files from the old tip
+                // to the new one, and refuses rather than overwrite changes.
+                let _ = Git::new(&path).run([
+                    "read-tree",
+                    "-m",
+                    "-u",
+                    &old.to_string(),
+                    &new.to_string(),
+                ]);
+            }
+            for (e, tip, _) in &landed {
+                let note = format!(
+                    "git-orch landed {}/{}/attempt-{} on {}\nplan: {} revision {} ({})\nstrategy: {}\n",
+                    this.run,
+                    e.task.id,
+                    e.attempt,
+                    this.target,
+                    this.revision.plan.id,
+                    this.revision.revision,
+                    this.revision.hash,
+                    this.strategy.as_str()
+                );
+                let _ = store.set_note(*tip, &note);
+            }
+            Ok(())
+        })
+        .await;
+    }
+}
+
+/// Verdicts known per (tree, gate, command): attempts' command gates and
+/// integration verdicts.
+pub fn verdict_cache(
+    view: &crate::store::log::LogView,
+    runs: &std::collections::BTreeMap<RunId, RunState>,
+) -> HashMap<(String, String, String), Verdict> {
+    let mut cache = crate::run::driver::verdict_cache(runs);
+    for r in view.records() {
+        if let Event::IntegrationVerdict { tree, verdict, .. } = &r.event
+            && let Some(cmd) = &verdict.command
+            && matches!(
+                verdict.status,
+                GateStatus::Pass | GateStatus::Fail | GateStatus::Warn
+            )
+        {
+            cache.insert(
+                (tree.clone(), verdict.gate.clone(), cmd.clone()),
+                verdict.clone(),
+            );
+        }
+    }
+    cache
+}

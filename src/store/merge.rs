@@ -1,0 +1,178 @@
+//! Three-way tree merges in memory, for building merge-queue candidates
+//! without touching any working tree.
+//!
+//! A conflict is never resolved: a merge whose outcome git would consider
+//! unresolved (conflict markers, undecidable renames, evasive renames)
+//! returns the conflicting paths and, for text conflicts, the conflicting
+//! hunks, and no tree.
+
+use super::{Oid, Result, Store, StoreError};
+
+/// One conflicting path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeConflict {
+    pub path: String,
+    /// The conflicting regions of a text conflict, markers included.
+    pub hunks: Vec<String>,
+}
+
+/// The outcome of a three-way tree merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeMerge {
+    Clean(Oid),
+    Conflicts(Vec<MergeConflict>),
+}
+
+/// Bytes of one hunk kept for the retry context.
+const MAX_HUNK: usize = 2048;
+
+/// The `<<<<<<<` … `>>>>>>>` regions of a blob with conflict markers.
+fn hunks(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        if line.starts_with("<<<<<<<") {
+            current = Some(String::new());
+        }
+        if let Some(h) = current.as_mut() {
+            if h.len() < MAX_HUNK {
+                h.push_str(line);
+                h.push('\n');
+            }
+            if line.starts_with(">>>>>>>") {
+                out.push(current.take().expect("inside a hunk"));
+            }
+        }
+    }
+    out
+}
+
+impl Store {
+    /// Merges `ours` and `theirs` (trees) with `base` as their ancestor.
+    pub fn merge_trees(
+        &self,
+        base: Oid,
+        ours: Oid,
+        theirs: Oid,
+        labels: [&str; 3],
+    ) -> Result<TreeMerge> {
+        use gix::bstr::ByteSlice;
+        let options = self
+            .repo
+            .tree_merge_options()
+            .map_err(|e| StoreError::git("reading merge options", e))?;
+        let mut outcome = self
+            .repo
+            .merge_trees(
+                base,
+                ours,
+                theirs,
+                gix::merge::blob::builtin_driver::text::Labels {
+                    ancestor: Some(labels[0].as_bytes().as_bstr()),
+                    current: Some(labels[1].as_bytes().as_bstr()),
+                    other: Some(labels[2].as_bytes().as_bstr()),
+                },
+                options,
+            )
+            .map_err(|e| StoreError::git("merging trees", e))?;
+        let how = gix::merge::tree::TreatAsUnresolved::git();
+        if outcome.has_unresolved_conflicts(how) {
+            let mut conflicts = Vec::new();
+            for c in outcome.conflicts.iter().filter(|c| c.is_unresolved(how)) {
+                let path = c.ours.location().to_string();
+                // A text conflict's merged blob holds the markers.
+                let mut h = Vec::new();
+                if let Ok(
+                    gix::merge::tree::Resolution::OursModifiedTheirsModifiedThenBlobContentMerge {
+                        merged_blob,
+                    },
+                ) = &c.resolution
+                    && let Ok(blob) = self.repo.find_blob(merged_blob.merged_blob_id)
+                {
+                    h = hunks(&String::from_utf8_lossy(&blob.data));
+                }
+                if !conflicts.iter().any(|x: &MergeConflict| x.path == path) {
+                    conflicts.push(MergeConflict { path, hunks: h });
+                }
+            }
+            return Ok(TreeMerge::Conflicts(conflicts));
+        }
+        let tree = outcome
+            .tree
+            .write()
+            .map_err(|e| StoreError::git("writing a merged tree", e))?;
+        Ok(TreeMerge::Clean(tree.detach()))
+    }
+
+    /// Writes a commit with the given author (name, email, seconds, tz
+    /// offset in seconds) and the orch committer.
+    pub fn write_commit_by(
+        &self,
+        author: (&str, &str, i64, i32),
+        message: &str,
+        tree: Oid,
+        parents: &[Oid],
+    ) -> Result<Oid> {
+        let author_sig = gix::actor::Signature {
+            name: author.0.into(),
+            email: author.1.into(),
+            time: gix::date::Time::new(author.2, author.3),
+        };
+        let committer = gix::actor::Signature {
+            name: super::ORCH_NAME.into(),
+            email: super::ORCH_EMAIL.into(),
+            time: gix::date::Time::now_utc(),
+        };
+        let commit = gix::objs::Commit {
+            tree,
+            parents: parents.iter().copied().collect(),
+            author: author_sig,
+            committer,
+            encoding: None,
+            message: message.into(),
+            extra_headers: Vec::new(),
+        };
+        self.repo
+            .write_object(&commit)
+            .map(|id| id.detach())
+            .map_err(|e| StoreError::git("writing a commit", e))
+    }
+
+    /// The commits reachable from `tip` but not from `base`, oldest first,
+    /// following first parents.
+    pub fn first_parent_range(&self, base: Oid, tip: Oid) -> Result<Vec<Oid>> {
+        let mut out = Vec::new();
+        let mut at = tip;
+        while at != base {
+            if self.is_ancestor(at, base)? {
+                break;
+            }
+            out.push(at);
+            match self.commit_info(at)?.parents.first() {
+                Some(p) => at = *p,
+                None => break,
+            }
+            if out.len() > 100_000 {
+                return Err(StoreError::Corrupt(format!(
+                    "{base}..{tip} is implausibly long"
+                )));
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hunks_are_cut_at_markers() {
+        let text = "a\n<<<<<<< ours\nx\n=======\ny\n>>>>>>> theirs\nb\n";
+        assert_eq!(
+            hunks(text),
+            ["<<<<<<< ours\nx\n=======\ny\n>>>>>>> theirs\n"]
+        );
+    }
+}
