@@ -262,13 +262,26 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
 
 fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
     let t = run.tasks.get(task)?;
-    let last = t
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.outcome == Some(Outcome::Failed))?;
     // Only the attempt right before the next one informs it.
-    if t.attempts.last().map(|a| a.n) != Some(last.n) {
+    let last = t.attempts.last()?;
+    if let Some(f) = &last.landing_failure {
+        let mut ctx = RetryContext::new(task.as_str(), last.n, f, &last.landing_verdicts);
+        if !last.landing_conflicts.is_empty() {
+            ctx.failures = vec![crate::gate::context::ContextFailure {
+                gate: "integration".into(),
+                command: None,
+                summary: f.reason.clone(),
+                tail: last.landing_hunks.join("\n"),
+                failing_tests: Vec::new(),
+                out_of_scope_paths: Vec::new(),
+                secrets: Vec::new(),
+                conflicts: last.landing_conflicts.clone(),
+                findings: Vec::new(),
+            }];
+        }
+        return Some(ctx);
+    }
+    if last.outcome != Some(Outcome::Failed) {
         return None;
     }
     let failure = last.failure.clone()?;

@@ -31,6 +31,10 @@ impl Store {
         }
         let name = full_name(branch)?;
         let interrupt = AtomicBool::new(false);
+        // gix reads every registered worktree while adding one; another add
+        // half done (its gitdir file still empty) makes that fail, so adds
+        // are taken one at a time, across processes too.
+        let _one_at_a_time = self.lock("worktrees.lock", "adding a worktree")?;
         self.repo
             .add_worktree(
                 path,
@@ -49,6 +53,7 @@ impl Store {
                 .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
         }
         let interrupt = AtomicBool::new(false);
+        let _one_at_a_time = self.lock("worktrees.lock", "adding a worktree")?;
         self.repo
             .add_worktree(
                 path,
