@@ -248,6 +248,26 @@ pub enum Event {
         attempt: u32,
         path: String,
     },
+    /// This clone won a claim on a remote (its claim commit is the value of
+    /// `refs/orch/claims/<run>/<what>` there): a task's attempt, or the
+    /// merge queue (`what` = `_queue`).
+    Claimed {
+        run_id: RunId,
+        what: String,
+        attempt: u32,
+        /// The claim commit.
+        commit: String,
+        lease_secs: u64,
+        host: String,
+        pid: u32,
+        /// The writer whose expired claim this one replaced.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        took_over_from: Option<String>,
+    },
+    /// The holder of a claim is alive: the lease runs again from now.
+    ClaimRenewed { run_id: RunId, commit: String },
+    /// The holder let a claim go before its lease ran out.
+    ClaimReleased { run_id: RunId, commit: String },
     /// A diagnostic marker written by `git orch debug append`; used by the
     /// concurrency tests and benchmarks, harmless in a real log.
     DebugMarker { label: String, n: u64 },
@@ -549,6 +569,9 @@ impl Event {
             Event::RunStopped { .. } => "run_stopped",
             Event::RunFinished { .. } => "run_finished",
             Event::WorkspaceCleaned { .. } => "workspace_cleaned",
+            Event::Claimed { .. } => "claimed",
+            Event::ClaimRenewed { .. } => "claim_renewed",
+            Event::ClaimReleased { .. } => "claim_released",
             Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
         }
@@ -572,7 +595,10 @@ impl Event {
             | Event::IntegrationVerdict { run_id, .. }
             | Event::RunStopped { run_id, .. }
             | Event::RunFinished { run_id, .. }
-            | Event::WorkspaceCleaned { run_id, .. } => Some(run_id),
+            | Event::WorkspaceCleaned { run_id, .. }
+            | Event::Claimed { run_id, .. }
+            | Event::ClaimRenewed { run_id, .. }
+            | Event::ClaimReleased { run_id, .. } => Some(run_id),
             _ => None,
         }
     }
@@ -761,6 +787,28 @@ impl Event {
                 attempt,
                 ..
             } => format!("{run_id}/{task} attempt {attempt} worktree removed"),
+            Event::Claimed {
+                run_id,
+                what,
+                attempt,
+                host,
+                took_over_from,
+                ..
+            } => match took_over_from {
+                Some(w) => format!(
+                    "{run_id}/{what} attempt {attempt} claimed on {host}, taken over from {w}"
+                ),
+                None => format!("{run_id}/{what} attempt {attempt} claimed on {host}"),
+            },
+            Event::ClaimRenewed { run_id, commit } => {
+                format!("{run_id} claim {} renewed", &commit[..commit.len().min(12)])
+            }
+            Event::ClaimReleased { run_id, commit } => {
+                format!(
+                    "{run_id} claim {} released",
+                    &commit[..commit.len().min(12)]
+                )
+            }
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
         }
     }

@@ -17,3 +17,4 @@ pub mod process;
 pub mod run;
 pub mod state;
 pub mod store;
+pub mod worker;

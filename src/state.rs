@@ -255,6 +255,34 @@ pub struct RunState {
     pub stopped: Option<(StopReason, String)>,
     pub finished: Option<RunSummary>,
     pub tasks: BTreeMap<TaskId, TaskState>,
+    /// Claims recorded by workers, by claim commit (see `worker`).
+    pub claims: BTreeMap<String, ClaimState>,
+}
+
+/// A claim a worker recorded winning, and what became of its lease.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClaimState {
+    /// The task, or `_queue` for the merge queue.
+    pub what: String,
+    pub attempt: u32,
+    pub writer: WriterId,
+    pub host: String,
+    pub lease_secs: u64,
+    pub claimed_ms: i64,
+    /// The last sign of life: the claim or its latest renewal.
+    pub renewed_ms: i64,
+    pub released: bool,
+    pub took_over_from: Option<String>,
+}
+
+impl RunState {
+    /// The newest claim recorded on `what` (a task id, or `_queue`).
+    pub fn claim_of(&self, what: &str) -> Option<(&String, &ClaimState)> {
+        self.claims
+            .iter()
+            .filter(|(_, c)| c.what == what)
+            .max_by_key(|(_, c)| (c.attempt, c.claimed_ms))
+    }
 }
 
 impl RunState {
@@ -319,6 +347,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 stopped: None,
                 finished: None,
                 tasks: BTreeMap::new(),
+                claims: BTreeMap::new(),
             });
         }
         Event::RunResumed { run_id, pid, host } => {
@@ -560,6 +589,49 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
         | Event::PlanAdded { .. }
         | Event::ApprovalRecorded { .. }
         | Event::DebugMarker { .. } => {}
+        Event::Claimed {
+            run_id,
+            what,
+            attempt,
+            commit,
+            lease_secs,
+            host,
+            took_over_from,
+            ..
+        } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                run.claims.insert(
+                    commit.clone(),
+                    ClaimState {
+                        what: what.clone(),
+                        attempt: *attempt,
+                        writer: r.writer.clone(),
+                        host: host.clone(),
+                        lease_secs: *lease_secs,
+                        claimed_ms: r.time_ms,
+                        renewed_ms: r.time_ms,
+                        released: false,
+                        took_over_from: took_over_from.clone(),
+                    },
+                );
+            }
+        }
+        Event::ClaimRenewed { run_id, commit } => {
+            if let Some(c) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.claims.get_mut(commit))
+            {
+                c.renewed_ms = c.renewed_ms.max(r.time_ms);
+            }
+        }
+        Event::ClaimReleased { run_id, commit } => {
+            if let Some(c) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.claims.get_mut(commit))
+            {
+                c.released = true;
+            }
+        }
     }
 }
 

@@ -20,6 +20,7 @@ pub mod status;
 pub mod sync;
 pub mod task;
 pub mod verify;
+pub mod worker;
 
 use std::path::PathBuf;
 
@@ -116,6 +117,7 @@ pub enum Command {
     Hook(hook::HookArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
+    Worker(worker::WorkerArgs),
     #[command(hide = true)]
     Debug(debug::DebugArgs),
 }
@@ -173,6 +175,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Hook(args) => hook::run(cli, args),
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
+        Command::Worker(args) => worker::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
     }
 }

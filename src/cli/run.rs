@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Show what would run; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Record the run and dispatch nothing here: workers on other machines
+    /// (`git orch worker`) pick it up after `git orch sync`.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub start_only: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -154,6 +158,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         }
     };
     let run_id = ctx.run.clone();
+    if args.start_only {
+        output::status(&format!(
+            "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
+        ));
+        return Ok(exit::OK);
+    }
     crate::process::limit_malloc_arenas(2);
     // One thread drives; a few do the blocking git work. More blocking
     // threads would not make a 2-core machine faster, only fatter.

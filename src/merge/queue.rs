@@ -40,6 +40,10 @@ pub struct Queue {
     pub settings: Settings,
     pub strategy: Strategy,
     pub batch: usize,
+    /// With a remote (workers sharing one), candidates are built on the
+    /// remote's target and a landing is one atomic, non-forced push of the
+    /// target and this clone's log: the push is the compare-and-swap.
+    pub remote: Option<String>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -105,6 +109,7 @@ impl Queue {
             revision,
             settings,
             strategy,
+            remote: None,
         })
     }
 
@@ -230,6 +235,7 @@ impl Queue {
         }
         let mut entries = entries;
         for _round in 0..MAX_ROUNDS {
+            self.follow_remote().await?;
             let (tip, stack, conflict) = self.build_stack(&entries).await?;
             if let Some((e, conflicts)) = conflict {
                 self.record_conflict(&e, &conflicts).await?;
@@ -299,6 +305,20 @@ impl Queue {
             "{} kept moving while landing ({MAX_ROUNDS} tries); try again",
             self.target
         )))
+    }
+
+    /// With a remote: brings the local target to the remote's tip
+    /// (fast-forward only; clean checkouts follow), so that candidates are
+    /// built on exactly what the landing push must replace.
+    async fn follow_remote(&self) -> Result<(), MergeError> {
+        let Some(remote) = self.remote.clone() else {
+            return Ok(());
+        };
+        let target = self.target.clone();
+        blocking(&self.common_dir, move |store| {
+            follow_target(store, &remote, &target)
+        })
+        .await
     }
 
     /// The first checkout of the target with uncommitted changes, as a
@@ -600,6 +620,44 @@ impl Queue {
                 })
                 .collect();
             let target_ref = this.target_ref();
+            if let Some(remote) = &this.remote {
+                let published = store.transact_published(
+                    |store| {
+                        if store.ref_target(&target_ref)? != Some(old) {
+                            return Err(MergeError::Config(format!(
+                                "{target_ref} moved here while landing; try again"
+                            )));
+                        }
+                        Ok((
+                            Operation {
+                                events: events.clone(),
+                                refs: vec![RefUpdate::set(
+                                    &target_ref,
+                                    new,
+                                    Expected::At(old),
+                                    &format!("orch: land run {}", this.run),
+                                )],
+                            },
+                            (),
+                        ))
+                    },
+                    |store, updates| {
+                        let pushes: Vec<(Oid, String)> = updates
+                            .iter()
+                            .filter_map(|u| u.new.map(|n| (n, u.name.clone())))
+                            .collect();
+                        Ok(match store.push_atomic(remote, &pushes)? {
+                            crate::store::remote::Pushed::Accepted => true,
+                            crate::store::remote::Pushed::Rejected(_) => false,
+                        })
+                    },
+                )?;
+                return Ok(if published.is_some() {
+                    Applied::Done
+                } else {
+                    Applied::Conflict
+                });
+            }
             let mut applied = Applied::Done;
             store.transact(|store| {
                 // Read again under the log lock: a push may have moved it.
@@ -631,17 +689,7 @@ impl Queue {
         let this = self.clone();
         let landed = landed.to_vec();
         let _ = blocking(&self.common_dir, move |store| {
-            for path in store.checkouts_of(&this.target_ref())? {
-                // A two-tree read-tree moves index and files from the old tip
-                // to the new one, and refuses rather than overwrite changes.
-                let _ = Git::new(&path).run([
-                    "read-tree",
-                    "-m",
-                    "-u",
-                    &old.to_string(),
-                    &new.to_string(),
-                ]);
-            }
+            move_checkouts(store, &this.target_ref(), old, new)?;
             for (e, tip, _) in &landed {
                 let note = format!(
                     "git-orch landed {}/{}/attempt-{} on {}\nplan: {} revision {} ({})\nstrategy: {}\n",
@@ -659,6 +707,70 @@ impl Queue {
             Ok(())
         })
         .await;
+    }
+}
+
+/// Fast-forwards clean checkouts of `target_ref` from `old` to `new`: a
+/// two-tree read-tree moves index and files, and refuses rather than
+/// overwrite a change made meanwhile.
+fn move_checkouts(store: &Store, target_ref: &str, old: Oid, new: Oid) -> Result<(), MergeError> {
+    for path in store.checkouts_of(target_ref)? {
+        let _ = Git::new(&path).run(["read-tree", "-m", "-u", &old.to_string(), &new.to_string()]);
+    }
+    Ok(())
+}
+
+/// Moves the target forward from `old` to `new` (compare-and-swap), and its
+/// clean checkouts with it; a dirty checkout refuses.
+fn advance_target(
+    store: &Store,
+    target_ref: &str,
+    old: Oid,
+    new: Oid,
+    why: &str,
+) -> Result<(), MergeError> {
+    for path in store.checkouts_of(target_ref)? {
+        if store.is_dirty(&path)? {
+            return Err(MergeError::Config(format!(
+                "{target_ref} is checked out at {} with uncommitted changes, so it cannot follow the remote\nhint: commit or move your changes there (git-orch never stashes, resets or deletes your files)",
+                path.display()
+            )));
+        }
+    }
+    if store.apply(&[RefUpdate::set(target_ref, new, Expected::At(old), why)])? == Applied::Done {
+        move_checkouts(store, target_ref, old, new)?;
+    }
+    Ok(())
+}
+
+/// Brings the local target branch to `remote`'s (fast-forward only), so
+/// that new attempts start from what has landed everywhere.
+pub fn follow_target(store: &Store, remote: &str, target: &str) -> Result<(), MergeError> {
+    let target_ref = format!("refs/heads/{target}");
+    let Some(theirs) = store.fetch_branch(remote, target)? else {
+        return Ok(());
+    };
+    match store.ref_target(&target_ref)? {
+        Some(o) if o == theirs => Ok(()),
+        Some(o) if store.is_ancestor(o, theirs)? => advance_target(
+            store,
+            &target_ref,
+            o,
+            theirs,
+            &format!("orch: follow {remote}"),
+        ),
+        Some(_) => Err(MergeError::Config(format!(
+            "{target} here has commits that {remote}/{target} does not have; landing would publish them unreviewed\nhint: push them through your usual review first, or work from a clone whose {target} matches {remote}"
+        ))),
+        None => {
+            store.apply(&[RefUpdate::set(
+                &target_ref,
+                theirs,
+                Expected::Absent,
+                "orch: follow",
+            )])?;
+            Ok(())
+        }
     }
 }
 

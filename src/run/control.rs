@@ -124,6 +124,9 @@ pub fn cleanup(
     let mut report = CleanupReport::default();
     let mut known: Vec<PathBuf> = Vec::new();
     let mut roots: Vec<PathBuf> = Vec::new();
+    // Attempts another clone made (seen through sync) have their worktrees
+    // on that clone's machine: never this clone's to touch.
+    let me = store.writer_id()?;
     for run in runs.values() {
         if filter.run.as_ref().is_some_and(|r| *r != run.id) {
             continue;
@@ -132,7 +135,11 @@ pub fn cleanup(
         for (task, state) in &run.tasks {
             let retries = run.settings.retries;
             let status = state.status(retries);
-            for a in &state.attempts {
+            for a in state
+                .attempts
+                .iter()
+                .filter(|a| Some(&a.writer) == me.as_ref())
+            {
                 let path = PathBuf::from(&a.worktree);
                 known.push(path.clone());
                 if let Some(root) = path.parent().and_then(|p| p.parent())

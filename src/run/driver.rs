@@ -242,6 +242,9 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         for pgid in groups {
             crate::process::stop_group_blocking(pgid, attempt::GRACE);
         }
+        // A driver killed while adding the worktree can leave git's record
+        // of it half written, which would block every later worktree.
+        store.repair_half_made_worktree(std::path::Path::new(&a.worktree))?;
         events.push(Event::AttemptFinished {
             run_id: run.id.clone(),
             task: task.clone(),
@@ -260,7 +263,7 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
     Ok(n)
 }
 
-fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
+pub fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
     let t = run.tasks.get(task)?;
     // Only the attempt right before the next one informs it.
     let last = t.attempts.last()?;
@@ -296,7 +299,7 @@ fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
 /// The agents to try for the next attempt of `task`: its own or the run's,
 /// then the fallbacks; an agent the last attempt found unavailable goes
 /// last.
-fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask) -> Vec<String> {
+pub fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask) -> Vec<String> {
     let first = task
         .agent
         .clone()
@@ -569,7 +572,7 @@ pub async fn drive(
 
 /// Where a new attempt starts: the target's tip when it contains the run's
 /// base (so dependents build on what landed), else the run's base.
-fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid, RunError> {
+pub fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid, RunError> {
     let tip = store.ref_target(&format!("refs/heads/{}", ctx.target))?;
     Ok(match tip {
         Some(t) if store.is_ancestor(ctx.base, t)? => t,

@@ -153,7 +153,7 @@ fn new_run_id(plan: &PlanId) -> RunId {
     RunId::new(format!("{short}-{hex}")).expect("a plan id plus hex is a valid run id")
 }
 
-fn host() -> String {
+pub fn host() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|h| h.trim().to_owned())
@@ -252,17 +252,8 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             tip
         }
     };
-    let base_tree = store.commit_info(base)?.tree;
-    let settings = Settings::from_values(&store.project_config(Some(base))?)
-        .map_err(|e| RunError::Config(format!("{e}\nhint: fix .orch/config at the base commit")))?;
-    let worktree_root = match &settings.worktree_root {
-        Some(r) if r.is_absolute() => r.clone(),
-        Some(r) => default_root(store.common_dir())
-            .parent()
-            .map(|p| p.join(r))
-            .unwrap_or_else(|| r.clone()),
-        None => default_root(store.common_dir()),
-    };
+    let settings = settings_at(store, base)?;
+    let worktree_root = worktree_root(store, &settings);
     if let Some(w) = store.workdir() {
         let w = w.canonicalize().unwrap_or_else(|_| w.to_owned());
         let root = worktree_root
@@ -329,33 +320,20 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             settings: run_settings,
         }));
     }
-    let review = approval::review(store, &revision.plan, Some(&base.to_string()))
-        .map_err(|e| RunError::Config(e.to_string()))?;
-    let serial = review
-        .analysis
-        .serial
-        .iter()
-        .filter_map(|t| crate::ids::TaskId::new(t).ok())
-        .collect();
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let mut ctx = RunContext {
-        heavy: std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 4))),
-        serial,
-        common_dir: store.common_dir().to_owned(),
-        run: resume
-            .as_ref()
-            .map_or_else(|| new_run_id(plan_id), |r| r.id.clone()),
+    let run_id = resume
+        .as_ref()
+        .map_or_else(|| new_run_id(plan_id), |r| r.id.clone());
+    let ctx = build_context(
+        store,
+        run_id,
         revision,
         settings,
         run_settings,
         target,
         base,
-        base_tree,
-        worktree_root,
         budget,
-    };
-    if let Some(r) = resume {
-        ctx.run = r.id;
+    )?;
+    if resume.is_some() {
         return Ok(Prepared::Resumed(ctx));
     }
     store.append(vec![Event::RunStarted {
@@ -369,6 +347,98 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         settings: ctx.run_settings.clone(),
     }])?;
     Ok(Prepared::Started(ctx))
+}
+
+/// The project settings (`.orch/config`) at a run's base commit.
+fn settings_at(store: &Store, base: Oid) -> Result<Settings, RunError> {
+    Settings::from_values(&store.project_config(Some(base))?)
+        .map_err(|e| RunError::Config(format!("{e}\nhint: fix .orch/config at the base commit")))
+}
+
+/// Where attempt worktrees go: `orch.worktreeRoot` (relative to the
+/// repository's parent folder), else beside the repository.
+fn worktree_root(store: &Store, settings: &Settings) -> PathBuf {
+    match &settings.worktree_root {
+        Some(r) if r.is_absolute() => r.clone(),
+        Some(r) => default_root(store.common_dir())
+            .parent()
+            .map(|p| p.join(r))
+            .unwrap_or_else(|| r.clone()),
+        None => default_root(store.common_dir()),
+    }
+}
+
+/// Settles what a driver needs to know about a run: the serial tasks from
+/// the plan's analysis at the base, and the bound on disk-heavy steps.
+#[allow(clippy::too_many_arguments)]
+fn build_context(
+    store: &Store,
+    run: RunId,
+    revision: PlanRevision,
+    settings: Settings,
+    run_settings: RunSettings,
+    target: String,
+    base: Oid,
+    budget: Option<f64>,
+) -> Result<RunContext, RunError> {
+    let review = approval::review(store, &revision.plan, Some(&base.to_string()))
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    let serial = review
+        .analysis
+        .serial
+        .iter()
+        .filter_map(|t| crate::ids::TaskId::new(t).ok())
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    Ok(RunContext {
+        heavy: std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 4))),
+        serial,
+        common_dir: store.common_dir().to_owned(),
+        run,
+        base_tree: store.commit_info(base)?.tree,
+        worktree_root: worktree_root(store, &settings),
+        revision,
+        settings,
+        run_settings,
+        target,
+        base,
+        budget,
+    })
+}
+
+/// The context of a run already in the log (started here or on another
+/// machine), for a worker. Checks that its approval still holds for the
+/// exact plan bytes the run executes.
+pub fn context_for(store: &Store, run: &RunState) -> Result<RunContext, RunError> {
+    let require_signed = store
+        .config_get("orch.requireSignedApprovals")?
+        .is_some_and(|v| v == "true");
+    let verdict = approval::verify(store, &run.plan_id, require_signed)?;
+    match &verdict {
+        ApprovalVerdict::Valid { current, .. } if current.hash == run.plan_hash => {}
+        _ => {
+            return Err(RunError::NotApproved(format!(
+                "run {} is not approved for its plan any more: {}",
+                run.id,
+                verdict.explain()
+            )));
+        }
+    }
+    let revision = plan_of(store, run)?;
+    let base = store.parse_oid(&run.base)?;
+    let settings = settings_at(store, base)?;
+    let mut run_settings = run.settings.clone();
+    run_settings.cap = run_settings.cap.max(1);
+    build_context(
+        store,
+        run.id.clone(),
+        revision,
+        settings,
+        run_settings,
+        run.target.clone(),
+        base,
+        run.settings.budget_usd,
+    )
 }
 
 /// A run with no events yet, for dry runs of a new run.
@@ -387,6 +457,7 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         stopped: None,
         finished: None,
         tasks: Default::default(),
+        claims: Default::default(),
     }
 }
 

@@ -308,11 +308,17 @@ pub fn commit_result(
 pub fn prepare_scratch(store: &Store, scratch: &Path, commit: Oid) -> Result<(), StoreError> {
     if scratch.join(".git").exists() {
         let git = Git::new(scratch);
-        git.run(["checkout", "-q", "--detach", "--force", &commit.to_string()])?;
-        git.run(["clean", "-q", "-f", "-d", "-x"])?;
-        return Ok(());
+        let reused = git
+            .run(["checkout", "-q", "--detach", "--force", &commit.to_string()])
+            .and_then(|_| git.run(["clean", "-q", "-f", "-d", "-x"]));
+        if reused.is_ok() {
+            return Ok(());
+        }
+        // Half made by a process killed while adding it: start over (it is
+        // ours, under .git/orch/, and holds nothing of the user's).
     }
     let _ = std::fs::remove_dir_all(scratch);
+    store.forget_worktree(scratch)?;
     store.prune_worktrees()?;
     store.add_worktree_detached(scratch, commit)
 }

@@ -319,6 +319,55 @@ impl Store {
         .into())
     }
 
+    /// Like [`Store::transact`], but before the refs move here, `publish`
+    /// gets the updates (the log's included) with their objects written and
+    /// must make them public elsewhere (an atomic push to a remote, whose
+    /// rejection is the compare-and-swap of a shared ref). If it returns
+    /// false nothing moves here either and `None` is returned.
+    ///
+    /// The log lock is held across `publish`, so no other local append can
+    /// slip between what was published and what is applied here; if a ref
+    /// moved anyway (a person's command beside git-orch), the published
+    /// state stays authoritative and the next `sync` merges it back.
+    pub fn transact_published<T, E>(
+        &self,
+        plan: impl FnOnce(&Store) -> std::result::Result<(Operation, T), E>,
+        publish: impl FnOnce(&Store, &[RefUpdate]) -> std::result::Result<bool, E>,
+    ) -> std::result::Result<Option<(Vec<Record>, T)>, E>
+    where
+        E: From<StoreError>,
+    {
+        let mut guard = self.lock(LOG_LOCK, "appending")?;
+        let writer = self.ensure_writer()?;
+        let (op, value) = plan(self)?;
+        let (records, updates) = if op.events.is_empty() {
+            (Vec::new(), op.refs)
+        } else {
+            let (records, update) = self.prepare_append(&writer, op.events)?;
+            let mut updates = vec![update];
+            updates.extend(op.refs);
+            (records, updates)
+        };
+        if !publish(self, &updates)? {
+            return Ok(None);
+        }
+        guard.intend(updates.iter().map(|u| u.name.as_str()));
+        if self.apply(&updates)? == Applied::Conflict {
+            return Err(StoreError::Corrupt(format!(
+                "published {} but a local ref moved meanwhile\nhint: run `git orch sync` to bring the published state back",
+                updates
+                    .iter()
+                    .map(|u| u.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .into());
+        }
+        drop(guard);
+        self.maintain_if_due(&records);
+        Ok(Some((records, value)))
+    }
+
     /// Every append leaves a handful of loose objects and gix never packs;
     /// each time a writer's seq passes a multiple of [`MAINTENANCE_EVERY`],
     /// `git maintenance run --auto` is started in the background. It does

@@ -19,6 +19,7 @@ pub mod merge;
 pub mod notes;
 pub mod objects;
 pub mod refs;
+pub mod remote;
 pub mod sync;
 pub mod worktrees;
 

@@ -65,6 +65,53 @@ impl Store {
             .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
     }
 
+    /// Drops the registration of a worktree whose folder is gone, even when
+    /// a process killed while adding it left it locked (which `git worktree
+    /// prune` respects). Only for git-orch's own scratch worktrees.
+    pub fn forget_worktree(&self, path: &Path) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(self.common_dir().join("worktrees")) else {
+            return Ok(());
+        };
+        let want = path.join(".git");
+        for entry in entries.flatten() {
+            let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+            if Path::new(gitdir.trim()) == want {
+                std::fs::remove_dir_all(entry.path()).map_err(|e| {
+                    StoreError::io(format!("removing {}", entry.path().display()), e)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the registration of the worktree at `path` if a process
+    /// killed while adding it left it half written (an empty or missing
+    /// `gitdir`): gix refuses to list worktrees while one is broken, which
+    /// would stop every later attempt. Registrations are named after the
+    /// folder (with a number when taken); one that is whole is left alone.
+    pub fn repair_half_made_worktree(&self, path: &Path) -> Result<()> {
+        let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return Ok(());
+        };
+        let Ok(entries) = std::fs::read_dir(self.common_dir().join("worktrees")) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let entry_name = entry.file_name().to_string_lossy().into_owned();
+            let ours = entry_name == name
+                || entry_name.strip_prefix(&name).is_some_and(|rest| {
+                    !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
+                });
+            let gitdir = std::fs::read_to_string(entry.path().join("gitdir")).unwrap_or_default();
+            if ours && gitdir.trim().is_empty() {
+                std::fs::remove_dir_all(entry.path()).map_err(|e| {
+                    StoreError::io(format!("removing {}", entry.path().display()), e)
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Every working tree (main or linked) that has `branch` (a full ref
     /// name) checked out.
     pub fn checkouts_of(&self, branch: &str) -> Result<Vec<PathBuf>> {

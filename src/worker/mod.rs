@@ -1,0 +1,753 @@
+//! The worker: one process per machine that works the approved runs it
+//! finds on a shared remote, coordinating with other machines through
+//! nothing but that remote.
+//!
+//! Each round: `sync`; for every unfinished run, claim ready tasks by
+//! pushing a claim commit to `refs/orch/claims/<run>/<task>` without force
+//! (a rejected push means another worker won); run the attempt and its
+//! gates here; push its result branch; and, holding the run's queue claim
+//! (`refs/orch/claims/<run>/_queue`), land what waits with one atomic,
+//! non-forced push of the target and this clone's log (the push is the
+//! compare-and-swap, see `merge::Queue::remote`).
+//!
+//! Claims are leases. The holder renews its claim with `claim_renewed`
+//! events while the attempt runs; a claim whose holder has not renewed it
+//! for its lease (by the claim's own `lease_secs`, measured on the wall
+//! clock: machines are assumed to keep NTP time) can be taken over by a
+//! claim commit on top of it, again by a non-forced push. The taker records
+//! the old attempt abandoned. A worker that finds its claim taken stops its
+//! attempt. A claim whose attempt has ended in the log is free.
+//!
+//! This module decides and acts; it does not print (it reports through a
+//! callback the command renders).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
+use crate::ids::{RunId, TaskId};
+use crate::run::attempt::{self, End, Job};
+use crate::run::driver::{LandReport, Progress, agent_chain, attempt_base, ready_tasks};
+use crate::run::{RunContext, RunError};
+use crate::state::RunState;
+use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
+use crate::store::{Oid, Store, StoreError};
+
+/// What the user asked for.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub remote: String,
+    /// Run every attempt here with this agent instead of the run's.
+    pub agent: Option<String>,
+    /// Most attempts running here at once.
+    pub cap: usize,
+    /// How long a claim holds without renewal.
+    pub lease: Duration,
+    /// How often to sync and look for work.
+    pub poll: Duration,
+    /// One round: claim up to `cap` tasks, run them, land, sync, exit.
+    pub once: bool,
+    /// Exit once no unfinished run is left.
+    pub until_done: bool,
+}
+
+/// Something worth showing.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// An attempt event, as a run's driver reports it.
+    Run {
+        run: String,
+        progress: Progress,
+    },
+    Claimed {
+        run: String,
+        task: String,
+        attempt: u32,
+        took_over_from: Option<String>,
+    },
+    /// Another worker took this worker's claim (its lease had run out).
+    LeaseLost {
+        run: String,
+        task: String,
+    },
+    /// A run cannot be worked here (not approved any more, plan missing…).
+    Skipped {
+        run: String,
+        why: String,
+    },
+    /// A sync failed; the worker tries again next round.
+    SyncFailed(String),
+    Finished {
+        run: String,
+        summary: RunSummary,
+    },
+}
+
+/// How the worker stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerOutcome {
+    /// `--once` did its round, or `--until-done` found nothing left.
+    Done,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+}
+
+/// Why the worker cannot go on.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("{0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Run(#[from] RunError),
+    #[error("{0}")]
+    Config(String),
+}
+
+/// An attempt running here under a claim.
+struct Live {
+    claim: Oid,
+    cancel: watch::Sender<bool>,
+    renewed: Instant,
+}
+
+/// A landing running here under the run's queue claim.
+type Landing = (RunId, Oid, Result<LandReport, String>);
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// Whether the claim `commit` (read from the remote) no longer binds: its
+/// holder released it, its attempt ended, or its lease ran out. Returns
+/// `Some(taken_over_from)` when free, with the old holder's writer when the
+/// lease ran out on an attempt that had not ended.
+fn claim_is_free(run: &RunState, commit: Oid, claim: &Claim) -> Option<Option<String>> {
+    let recorded = run.claims.get(&commit.to_string());
+    if recorded.is_some_and(|c| c.released) {
+        return Some(None);
+    }
+    if claim.what != QUEUE_CLAIM
+        && let Ok(task) = TaskId::new(&claim.what)
+        && let Some(t) = run.tasks.get(&task)
+        && t.attempts
+            .iter()
+            .any(|a| a.n == claim.attempt && a.outcome.is_some())
+    {
+        return Some(None);
+    }
+    let last = recorded.map_or(claim.claimed_ms, |c| c.renewed_ms.max(claim.claimed_ms));
+    let lease_ms = i64::try_from(claim.lease_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    (now_ms().saturating_sub(last) > lease_ms).then(|| Some(claim.writer.clone()))
+}
+
+/// The worker itself.
+pub struct Worker {
+    store: Store,
+    opts: WorkerOptions,
+    contexts: HashMap<RunId, Arc<RunContext>>,
+    live: BTreeMap<(RunId, TaskId), Live>,
+    running: JoinSet<(RunId, End)>,
+    landing: JoinSet<Landing>,
+    /// The queue claim of the landing in flight.
+    landing_claim: Option<(RunId, Oid)>,
+    skipped: BTreeMap<RunId, String>,
+    exe: PathBuf,
+}
+
+impl Worker {
+    pub fn new(store: Store, mut opts: WorkerOptions) -> Result<Self, WorkerError> {
+        store.check_remote(&opts.remote)?;
+        opts.cap = opts.cap.max(1);
+        // Renew well before the lease runs out: each round may renew.
+        opts.poll = opts
+            .poll
+            .min(opts.lease / 3)
+            .max(Duration::from_millis(100));
+        Ok(Self {
+            store,
+            opts,
+            contexts: HashMap::new(),
+            live: BTreeMap::new(),
+            running: JoinSet::new(),
+            landing: JoinSet::new(),
+            landing_claim: None,
+            skipped: BTreeMap::new(),
+            exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
+        })
+    }
+
+    /// Works until done (see [`WorkerOptions`]) or interrupted.
+    pub async fn work(
+        &mut self,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<WorkerOutcome, WorkerError> {
+        let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| WorkerError::Config(format!("cannot watch SIGTERM: {e}")))?;
+        let mut claimed_once = false;
+        loop {
+            self.sync(report);
+            let runs = crate::run::runs(&self.store)?;
+            self.watch_leases(&runs, report)?;
+            let may_claim = !(self.opts.once && claimed_once);
+            if may_claim {
+                self.claim_and_start(&runs, report)?;
+                claimed_once = true;
+            }
+            self.land(&runs)?;
+            self.finish_runs(&runs, report)?;
+            let unfinished = runs
+                .values()
+                .any(|r| r.finished.is_none() && !self.skipped.contains_key(&r.id));
+            let idle = self.live.is_empty() && self.landing.is_empty();
+            if idle {
+                let done = (self.opts.once && claimed_once && !self.has_own_queued(&runs))
+                    || (self.opts.until_done && !unfinished);
+                if done {
+                    self.sync(report);
+                    return Ok(WorkerOutcome::Done);
+                }
+            }
+            tokio::select! {
+                done = self.running.join_next(), if !self.running.is_empty() => {
+                    if let Some(Ok((run, end))) = done {
+                        self.ended(run, end, report)?;
+                    }
+                }
+                done = self.landing.join_next(), if !self.landing.is_empty() => {
+                    if let Some(Ok(landing)) = done {
+                        self.landed(landing, report)?;
+                    }
+                }
+                _ = tokio::signal::ctrl_c() => return self.interrupt(report).await,
+                _ = sigterm.recv() => return self.interrupt(report).await,
+                _ = tokio::time::sleep(self.opts.poll) => {}
+            }
+        }
+    }
+
+    fn sync(&self, report: &(dyn Fn(Report) + Sync)) {
+        if let Err(e) = self.store.sync(&self.opts.remote) {
+            report(Report::SyncFailed(e.to_string()));
+        }
+    }
+
+    fn context(&mut self, run: &RunState) -> Option<Arc<RunContext>> {
+        if let Some(c) = self.contexts.get(&run.id) {
+            return Some(c.clone());
+        }
+        if self.skipped.contains_key(&run.id) {
+            return None;
+        }
+        match crate::run::context_for(&self.store, run) {
+            Ok(mut ctx) => {
+                if let Some(a) = &self.opts.agent {
+                    ctx.run_settings.agent = a.clone();
+                    ctx.run_settings.fallback.clear();
+                }
+                let ctx = Arc::new(ctx);
+                self.contexts.insert(run.id.clone(), ctx.clone());
+                Some(ctx)
+            }
+            Err(e) => {
+                self.skipped.insert(run.id.clone(), e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Renews this worker's claims, and stops attempts whose claim another
+    /// worker took.
+    fn watch_leases(
+        &mut self,
+        runs: &BTreeMap<RunId, RunState>,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        let mut renew = Vec::new();
+        for ((run, task), live) in &mut self.live {
+            let name = Store::claim_ref(run.as_str(), task.as_str());
+            // The tracking copy may still show the claim ours replaced
+            // (an ancestor); only a claim on top of ours means it was taken.
+            let taken = match self.store.tracked(&self.opts.remote, &name)? {
+                Some(v) if v != live.claim => !self.store.is_ancestor(v, live.claim)?,
+                _ => false,
+            };
+            if taken {
+                if !*live.cancel.borrow() {
+                    report(Report::LeaseLost {
+                        run: run.to_string(),
+                        task: task.to_string(),
+                    });
+                }
+                let _ = live.cancel.send(true);
+                continue;
+            }
+            if live.renewed.elapsed() >= self.opts.lease / 3 {
+                live.renewed = Instant::now();
+                renew.push(Event::ClaimRenewed {
+                    run_id: run.clone(),
+                    commit: live.claim.to_string(),
+                });
+            }
+        }
+        let _ = runs;
+        if !renew.is_empty() {
+            self.store.append(renew)?;
+        }
+        Ok(())
+    }
+
+    /// Claims ready tasks up to the cap and starts their attempts.
+    fn claim_and_start(
+        &mut self,
+        runs: &BTreeMap<RunId, RunState>,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        let mut ordered: Vec<&RunState> = runs.values().filter(|r| r.finished.is_none()).collect();
+        ordered.sort_by_key(|r| r.started_ms);
+        let mut followed = false;
+        for run in ordered {
+            if self.live.len() >= self.opts.cap {
+                return Ok(());
+            }
+            let Some(ctx) = self.context(run) else {
+                if let Some(why) = self.skipped.get(&run.id) {
+                    report(Report::Skipped {
+                        run: run.id.to_string(),
+                        why: why.clone(),
+                    });
+                }
+                continue;
+            };
+            let plan = ctx.plan().clone();
+            let busy = self.claimed_anywhere(run)?;
+            if busy.iter().any(|t| ctx.serial.contains(t)) {
+                continue; // a serial task runs somewhere: nothing else starts
+            }
+            let mut candidates = ready_tasks(run, &plan, 0, false);
+            // A task whose attempt is open under a claim that no longer
+            // binds (its worker stopped renewing) is taken over. An open
+            // attempt without any claim belongs to a `git orch run` driver
+            // somewhere, which is never second-guessed.
+            for sub in &plan.subtasks {
+                let open = run
+                    .tasks
+                    .get(&sub.id)
+                    .is_some_and(|t| t.open_attempt().is_some());
+                let name = Store::claim_ref(run.id.as_str(), sub.id.as_str());
+                if open
+                    && !busy.contains(&sub.id)
+                    && !candidates.contains(&sub.id)
+                    && self.store.tracked(&self.opts.remote, &name)?.is_some()
+                {
+                    candidates.push(sub.id.clone());
+                }
+            }
+            for task in candidates {
+                if self.live.len() >= self.opts.cap {
+                    break;
+                }
+                if busy.contains(&task) || self.live.contains_key(&(run.id.clone(), task.clone())) {
+                    continue;
+                }
+                if ctx.serial.contains(&task) && !busy.is_empty() {
+                    break;
+                }
+                if !followed {
+                    // New attempts start from what has landed everywhere.
+                    crate::merge::queue::follow_target(&self.store, &self.opts.remote, &ctx.target)
+                        .map_err(|e| WorkerError::Config(e.to_string()))?;
+                    followed = true;
+                }
+                if self.claim_task(&ctx, run, &task, report)? && ctx.serial.contains(&task) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Tasks of `run` whose claim on the remote still binds.
+    fn claimed_anywhere(&self, run: &RunState) -> Result<Vec<TaskId>, WorkerError> {
+        let prefix = format!(
+            "{}{}/",
+            crate::store::refs::REMOTES_PREFIX,
+            self.opts.remote
+        ) + &format!("claims/{}/", run.id);
+        let mut out = Vec::new();
+        for (name, commit) in self.store.refs_with_prefix(&prefix)? {
+            let what = &name[prefix.len()..];
+            let Ok(task) = TaskId::new(what) else {
+                continue;
+            };
+            let Ok(claim) = self.store.read_claim(commit) else {
+                continue;
+            };
+            if claim_is_free(run, commit, &claim).is_none() {
+                out.push(task);
+            }
+        }
+        for (r, t) in self.live.keys() {
+            if *r == run.id && !out.contains(t) {
+                out.push(t.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Tries to claim `task`; on success starts its attempt. Returns whether
+    /// this worker won.
+    fn claim_task(
+        &mut self,
+        ctx: &Arc<RunContext>,
+        run: &RunState,
+        task: &TaskId,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<bool, WorkerError> {
+        let name = Store::claim_ref(run.id.as_str(), task.as_str());
+        let previous = self.store.tracked(&self.opts.remote, &name)?;
+        let mut n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
+        let mut took_over_from = None;
+        let mut abandon = None;
+        if let Some(prev) = previous {
+            let claim = self.store.read_claim(prev)?;
+            match claim_is_free(run, prev, &claim) {
+                None => return Ok(false),
+                Some(from) => {
+                    // Never reuse the number of an attempt that may still
+                    // report from a machine we cannot see.
+                    n = n.max(claim.attempt + 1);
+                    if let Some(from) = from {
+                        took_over_from = Some(from);
+                        let open = run
+                            .tasks
+                            .get(task)
+                            .and_then(|t| t.attempts.iter().find(|a| a.n == claim.attempt))
+                            .is_some_and(|a| a.outcome.is_none());
+                        if open {
+                            abandon = Some(claim.attempt);
+                        }
+                    }
+                }
+            }
+        }
+        let writer = self.store.writer()?;
+        let claim = Claim {
+            version: 1,
+            run: run.id.to_string(),
+            what: task.to_string(),
+            attempt: n,
+            writer: writer.to_string(),
+            host: crate::run::host(),
+            pid: std::process::id(),
+            lease_secs: self.opts.lease.as_secs().max(1),
+            claimed_ms: now_ms(),
+        };
+        let commit = self.store.write_claim(&claim, previous)?;
+        match self
+            .store
+            .push_atomic(&self.opts.remote, &[(commit, name)])?
+        {
+            Pushed::Rejected(_) => return Ok(false),
+            Pushed::Accepted => {}
+        }
+        let mut events = vec![Event::Claimed {
+            run_id: run.id.clone(),
+            what: task.to_string(),
+            attempt: n,
+            commit: commit.to_string(),
+            lease_secs: claim.lease_secs,
+            host: claim.host.clone(),
+            pid: claim.pid,
+            took_over_from: took_over_from.clone(),
+        }];
+        if let Some(old) = abandon {
+            events.push(Event::AttemptFinished {
+                run_id: run.id.clone(),
+                task: task.clone(),
+                attempt: old,
+                outcome: Outcome::Abandoned,
+                failure: Some(Failure {
+                    class: FailureClass::Interrupted,
+                    reason: format!(
+                        "its worker ({}) stopped renewing its claim; taken over by {}",
+                        took_over_from.as_deref().unwrap_or("?"),
+                        claim.host
+                    ),
+                }),
+            });
+        }
+        self.store.append(events)?;
+        report(Report::Claimed {
+            run: run.id.to_string(),
+            task: task.to_string(),
+            attempt: n,
+            took_over_from,
+        });
+        // Re-read: the abandonment above changes the retry context.
+        let runs = crate::run::runs(&self.store)?;
+        let run = runs.get(&run.id).unwrap_or(run);
+        let sub = ctx
+            .plan()
+            .subtask(task.as_str())
+            .expect("ready tasks come from the plan")
+            .clone();
+        let cache = Arc::new(crate::run::driver::verdict_cache(&runs));
+        let job = Job {
+            base: attempt_base(&self.store, ctx)?,
+            ctx: ctx.clone(),
+            agents: agent_chain(ctx, run, &sub),
+            retry: crate::run::driver::retry_context(run, task),
+            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
+            task: sub,
+            n,
+            cache,
+            exe: self.exe.clone(),
+        };
+        report(Report::Run {
+            run: run.id.to_string(),
+            progress: Progress::Dispatched {
+                task: task.to_string(),
+                attempt: n,
+                agent: job.agents[0].clone(),
+            },
+        });
+        let (tx, rx) = watch::channel(false);
+        let run_id = run.id.clone();
+        self.running
+            .spawn(async move { (run_id, attempt::run(job, rx).await) });
+        self.live.insert(
+            (run.id.clone(), task.clone()),
+            Live {
+                claim: commit,
+                cancel: tx,
+                renewed: Instant::now(),
+            },
+        );
+        Ok(true)
+    }
+
+    /// An attempt ended: publish its branch; its claim is free now that
+    /// its end is in the log.
+    fn ended(
+        &mut self,
+        run: RunId,
+        end: End,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        self.live.remove(&(run.clone(), end.task.clone()));
+        let branch = format!("refs/heads/orch/{}/{}/attempt-{}", run, end.task, end.n);
+        if let Some(tip) = self.store.ref_target(&branch)? {
+            // Best effort: the result is also kept under refs/orch/keep,
+            // which sync pushes; the branch is for people.
+            let _ = self.store.push_atomic(&self.opts.remote, &[(tip, branch)]);
+        }
+        report(Report::Run {
+            run: run.to_string(),
+            progress: Progress::Ended {
+                task: end.task.to_string(),
+                attempt: end.n,
+                outcome: end.outcome,
+                reason: end.failure.map(|f| f.reason),
+            },
+        });
+        self.sync(report);
+        Ok(())
+    }
+
+    /// Whether an attempt this worker ran waits to land.
+    fn has_own_queued(&self, runs: &BTreeMap<RunId, RunState>) -> bool {
+        let Ok(me) = self.store.writer() else {
+            return false;
+        };
+        runs.values().any(|r| {
+            r.finished.is_none() && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
+        })
+    }
+
+    /// Starts a landing for the first run with passed attempts, if this
+    /// worker can take the run's queue claim.
+    fn land(&mut self, runs: &BTreeMap<RunId, RunState>) -> Result<(), WorkerError> {
+        if !self.landing.is_empty() {
+            return Ok(());
+        }
+        for run in runs.values().filter(|r| r.finished.is_none()) {
+            if self.skipped.contains_key(&run.id) {
+                continue;
+            }
+            let queued = run.attempts().any(|(_, a)| a.is_queued());
+            if !queued {
+                continue;
+            }
+            let name = Store::claim_ref(run.id.as_str(), QUEUE_CLAIM);
+            let previous = self.store.tracked(&self.opts.remote, &name)?;
+            if let Some(prev) = previous {
+                let claim = self.store.read_claim(prev)?;
+                if claim_is_free(run, prev, &claim).is_none() {
+                    continue;
+                }
+            }
+            let writer = self.store.writer()?;
+            let claim = Claim {
+                version: 1,
+                run: run.id.to_string(),
+                what: QUEUE_CLAIM.into(),
+                attempt: 0,
+                writer: writer.to_string(),
+                host: crate::run::host(),
+                pid: std::process::id(),
+                // A landing gates candidates; give it room.
+                lease_secs: self.opts.lease.as_secs().max(1) * 10,
+                claimed_ms: now_ms(),
+            };
+            let commit = self.store.write_claim(&claim, previous)?;
+            if self
+                .store
+                .push_atomic(&self.opts.remote, &[(commit, name)])?
+                != Pushed::Accepted
+            {
+                continue;
+            }
+            self.store.append(vec![Event::Claimed {
+                run_id: run.id.clone(),
+                what: QUEUE_CLAIM.into(),
+                attempt: 0,
+                commit: commit.to_string(),
+                lease_secs: claim.lease_secs,
+                host: claim.host,
+                pid: claim.pid,
+                took_over_from: None,
+            }])?;
+            let mut queue = crate::merge::Queue::for_run(&self.store, run, None, None)
+                .map_err(|e| WorkerError::Config(e.to_string()))?;
+            queue.remote = Some(self.opts.remote.clone());
+            let run_id = run.id.clone();
+            self.landing_claim = Some((run_id.clone(), commit));
+            self.landing.spawn(async move {
+                let (_tx, mut cancel) = watch::channel(false);
+                let result = queue
+                    .land_next(&mut cancel)
+                    .await
+                    .map_err(|e| e.to_string());
+                (run_id, commit, result)
+            });
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    fn landed(
+        &mut self,
+        (run, claim, result): Landing,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        self.landing_claim = None;
+        self.store.append(vec![Event::ClaimReleased {
+            run_id: run.clone(),
+            commit: claim.to_string(),
+        }])?;
+        let run_s = run.to_string();
+        match result {
+            Ok(r) => {
+                for a in r.landed {
+                    report(Report::Run {
+                        run: run_s.clone(),
+                        progress: Progress::Landed(a),
+                    });
+                }
+                for (attempt, reason) in r.failed {
+                    report(Report::Run {
+                        run: run_s.clone(),
+                        progress: Progress::LandingFailed { attempt, reason },
+                    });
+                }
+                if let Some(why) = r.refused {
+                    report(Report::Skipped {
+                        run: run_s,
+                        why: why.clone(),
+                    });
+                    self.skipped.insert(run, why);
+                }
+            }
+            Err(why) => report(Report::Skipped { run: run_s, why }),
+        }
+        self.sync(report);
+        Ok(())
+    }
+
+    /// Records runs whose every task has ended (and nothing waits to land)
+    /// as finished.
+    fn finish_runs(
+        &mut self,
+        runs: &BTreeMap<RunId, RunState>,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        for run in runs.values().filter(|r| r.finished.is_none()) {
+            let Some(ctx) = self.contexts.get(&run.id).cloned() else {
+                continue;
+            };
+            if self.live.keys().any(|(r, _)| *r == run.id) || !self.landing.is_empty() {
+                continue;
+            }
+            let plan = ctx.plan();
+            // Nothing can start, nothing runs anywhere, nothing waits to
+            // land: what is left is failed, cancelled, skipped or blocked.
+            let all_ended = ready_tasks(run, plan, 0, false).is_empty()
+                && !run.attempts().any(|(_, a)| a.is_open() || a.is_queued());
+            if !all_ended {
+                continue;
+            }
+            let summary = crate::run::summarize(run, plan);
+            self.store.append(vec![Event::RunFinished {
+                run_id: run.id.clone(),
+                summary: summary.clone(),
+            }])?;
+            // Archived: this clone's landed attempts' worktrees go (never a
+            // dirty one; other clones clean their own).
+            let runs = crate::run::runs(&self.store)?;
+            let filter = crate::run::control::CleanupFilter {
+                run: Some(run.id.clone()),
+                landed_only: true,
+                ..Default::default()
+            };
+            let _ = crate::run::control::cleanup(&self.store, &runs, &filter, &|_| false);
+            report(Report::Finished {
+                run: run.id.to_string(),
+                summary,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C: stop attempts (they record themselves abandoned), release
+    /// claims, publish.
+    async fn interrupt(
+        &mut self,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<WorkerOutcome, WorkerError> {
+        for live in self.live.values() {
+            let _ = live.cancel.send(true);
+        }
+        while let Some(done) = self.running.join_next().await {
+            if let Ok((run, end)) = done {
+                self.ended(run, end, report)?;
+            }
+        }
+        self.landing.abort_all();
+        if let Some((run, claim)) = self.landing_claim.take() {
+            self.store.append(vec![Event::ClaimReleased {
+                run_id: run,
+                commit: claim.to_string(),
+            }])?;
+        }
+        self.sync(report);
+        Ok(WorkerOutcome::Interrupted)
+    }
+}

@@ -1,0 +1,275 @@
+//! Several machines, one remote (DESIGN.md §3): workers in separate clones
+//! of one bare repository share a run through claim refs, leases and the
+//! merge queue's atomic pushes, and nothing else.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, json_lines, project, stderr, stdout};
+
+/// A shared remote with a started (not dispatched) run of `n` independent
+/// tasks; returns (bare remote, the first clone, run id).
+fn shared_run(sb: &mut Sandbox, n: usize) -> (PathBuf, PathBuf, String) {
+    let ids: Vec<String> = (0..n).map(|i| format!("t{i}")).collect();
+    let verify: Vec<String> = ids
+        .iter()
+        .map(|t| format!("test -f src/{t}/done"))
+        .collect();
+    let specs: Vec<(&str, &[&str], &str)> = ids
+        .iter()
+        .zip(&verify)
+        .map(|(t, v)| (t.as_str(), &[][..], v.as_str()))
+        .collect();
+    let p = project(sb, &specs, None);
+    let bare = sb.bare("remote.git");
+    sb.git(
+        &p.repo,
+        &["remote", "add", "origin", &bare.to_string_lossy()],
+    );
+    sb.git(&p.repo, &["push", "-q", "origin", "main"]);
+    sb.orch_ok(&p.repo, &["init", "--remote", "origin"]);
+    sb.orch_ok(&p.repo, &["run", "proj", "--start-only"]);
+    sb.orch_ok(&p.repo, &["sync"]);
+    let run = log(sb, &p.repo)
+        .iter()
+        .find(|e| e["type"] == "run_started")
+        .and_then(|e| e["run_id"].as_str())
+        .expect("run started")
+        .to_owned();
+    (bare, p.repo, run)
+}
+
+fn log(sb: &Sandbox, repo: &Path) -> Vec<serde_json::Value> {
+    json_lines(&sb.orch_ok(repo, &["log", "--json"]))
+}
+
+fn clone(sb: &Sandbox, bare: &Path, name: &str) -> PathBuf {
+    let dir = sb.clone_of(bare, name);
+    sb.orch_ok(&dir, &["init", "--remote", "origin"]);
+    dir
+}
+
+/// Starts the binary itself, not through `git orch`: a SIGKILL must reach
+/// the worker, not a `git` process that would leave it running.
+fn worker(sb: &Sandbox, repo: &Path, extra: &[&str]) -> Child {
+    let exe = common::bin_dir().join("git-orch");
+    sb.command(&exe.to_string_lossy(), repo)
+        .args(["worker", "--remote", "origin", "--poll", "0.2"])
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker starts")
+}
+
+fn wait(mut child: Child, limit: Duration) -> std::process::Output {
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("worker did not finish in {limit:?}: {}", stderr(&out));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().expect("output")
+}
+
+#[test]
+fn three_workers_share_twelve_tasks_each_executed_exactly_once() {
+    let mut sb = Sandbox::new();
+    let stamps = sb.path().join("stamps");
+    let (bare, a, run) = shared_run(&mut sb, 12);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(
+        scripts.join("default.script"),
+        format!(
+            "stamp {} ran\nsleep 0.2\nrun sh -c \"mkdir -p src/$ORCH_TASK && echo yes > src/$ORCH_TASK/done\"\n",
+            stamps.display()
+        ),
+    )
+    .expect("script");
+    let b = clone(&sb, &bare, "b");
+    let c = clone(&sb, &bare, "c");
+    let args = [
+        "--agent",
+        "fake",
+        "--cap",
+        "2",
+        "--until-done",
+        "--lease",
+        "20",
+    ];
+    let workers: Vec<Child> = [&a, &b, &c].iter().map(|r| worker(&sb, r, &args)).collect();
+    for w in workers {
+        let out = wait(w, Duration::from_secs(240));
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    // Every task ran exactly once, wherever it ran.
+    let stamped = std::fs::read_to_string(&stamps).expect("stamps");
+    let mut tasks: Vec<&str> = stamped
+        .lines()
+        .map(|l| l.split_whitespace().nth(1).expect("task"))
+        .collect();
+    tasks.sort_unstable();
+    let mut expected: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    expected.sort_unstable();
+    assert_eq!(tasks, expected, "{stamped}");
+    // Work was shared: more than one clone ran attempts.
+    let writers: std::collections::BTreeSet<String> = log(&sb, &a)
+        .iter()
+        .filter(|e| e["type"] == "attempt_created")
+        .map(|e| e["writer"].as_str().expect("writer").to_owned())
+        .collect();
+    assert!(writers.len() > 1, "one worker did everything: {writers:?}");
+    // All landed on the remote's main, and every clone tells the same story.
+    for r in [&a, &b, &c] {
+        sb.orch_ok(r, &["sync"]);
+    }
+    let journals: Vec<String> = [&a, &b, &c]
+        .iter()
+        .map(|r| sb.orch_ok(r, &["log", "--json"]))
+        .collect();
+    assert_eq!(journals[0], journals[1]);
+    assert_eq!(journals[0], journals[2]);
+    let landed = log(&sb, &a)
+        .iter()
+        .filter(|e| e["type"] == "landed")
+        .count();
+    assert_eq!(landed, 12);
+    for i in 0..12 {
+        sb.git(&bare, &["cat-file", "-e", &format!("main:src/t{i}/done")]);
+    }
+    let status: serde_json::Value =
+        serde_json::from_str(sb.orch_ok(&b, &["status", &run, "--json"]).trim()).expect("json");
+    assert!(
+        status["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .all(|t| t["status"] == "done" && t["attempts"] == 1),
+        "{status}"
+    );
+    // Every landing on the remote verifies.
+    sb.git(&b, &["fetch", "-q", "origin"]);
+    let out = sb.orch(&b, &["verify", "origin/main~12..origin/main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_killed_workers_claim_is_taken_over_after_its_lease() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 2);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.1.script"), "hang\n").expect("script");
+    std::fs::write(scripts.join("t0.2.script"), "write src/t0/done yes\n").expect("script");
+    std::fs::write(scripts.join("t1.script"), "write src/t1/done yes\n").expect("script");
+    // Worker A claims t0 and hangs in it.
+    let dead = worker(&sb, &a, &["--agent", "fake", "--cap", "1", "--lease", "2"]);
+    let start = Instant::now();
+    let pgid = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "t0 never started"
+        );
+        let started = sb
+            .orch(&bare, &["log", "--json"])
+            .stdout
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+            .find(|e| e["type"] == "attempt_started" && e["task"] == "t0");
+        if let Some(e) = started {
+            break e["pgid"].as_u64().expect("pgid") as i32;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // SIGKILL the worker; its agent would live on on that machine, so stop
+    // it too (a group id we read from the log, checked > 1).
+    let mut dead = dead;
+    dead.kill().expect("kill -9");
+    let _ = dead.wait();
+    assert!(pgid > 1);
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+    // Worker B finds the claim, waits out the lease, takes over.
+    let b = clone(&sb, &bare, "b");
+    let out = wait(
+        worker(
+            &sb,
+            &b,
+            &[
+                "--agent",
+                "fake",
+                "--cap",
+                "2",
+                "--lease",
+                "2",
+                "--until-done",
+            ],
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("taken over"), "{}", stderr(&out));
+    let events = log(&sb, &b);
+    let t0_ends: Vec<(u64, String)> = events
+        .iter()
+        .filter(|e| e["type"] == "attempt_finished" && e["task"] == "t0")
+        .map(|e| {
+            (
+                e["attempt"].as_u64().expect("n"),
+                e["outcome"].as_str().expect("outcome").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        t0_ends,
+        [(1, "abandoned".to_owned()), (2, "passed".to_owned())]
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "landed" && e["task"] == "t0" && e["attempt"] == 2)
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "claimed"
+            && e["what"] == "t0"
+            && e["took_over_from"].is_string())
+    );
+    // The claim ref moved forward only: two holders, one history.
+    let claims = sb.git(
+        &bare,
+        &["rev-list", "--count", &format!("refs/orch/claims/{run}/t0")],
+    );
+    assert_eq!(claims, "2");
+    let status = sb.orch_ok(&b, &["status", &run]);
+    assert!(status.contains("done"), "{status}");
+}
+
+#[test]
+fn a_worker_refuses_bad_options_and_unknown_remotes() {
+    let mut sb = Sandbox::new();
+    let (_, a, _) = shared_run(&mut sb, 1);
+    let before = sb.refs(&a);
+    for args in [
+        vec!["--remote", "nosuch", "--once"],
+        vec!["--remote", "--upload-pack=evil", "--once"],
+        vec!["--remote", "origin", "--poll", "0"],
+        vec!["--remote", "origin", "--lease", "0"],
+    ] {
+        let out = sb.orch(&a, &[&["worker"][..], &args].concat());
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(!stderr(&out).is_empty(), "{args:?}: says why");
+    }
+    assert_eq!(sb.refs(&a), before, "nothing written");
+}
