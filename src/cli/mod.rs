@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod debug;
 pub mod gate;
 pub mod hook;
+pub mod hooks;
 pub mod init;
 pub mod log;
 pub mod merge;
@@ -114,6 +115,7 @@ pub enum Command {
     Cancel(task::TaskArgs),
     Cleanup(cleanup::CleanupArgs),
     Hook(hook::HookArgs),
+    Hooks(hooks::HooksArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     #[command(hide = true)]
@@ -171,6 +173,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),
         Command::Cleanup(args) => cleanup::run(cli, args),
         Command::Hook(args) => hook::run(cli, args),
+        Command::Hooks(args) => hooks::run(cli, args),
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
