@@ -122,11 +122,14 @@ pub enum Command {
     Debug(debug::DebugArgs),
 }
 
-/// The directory a command works in.
+/// The directory a command works in, absolute (gix's discovery panics on a
+/// relative start such as `-C ../repo.git`).
 pub fn start_dir(cli_dir: &Option<PathBuf>) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     match cli_dir {
+        Some(d) if d.is_relative() => cwd.join(d),
         Some(d) => d.clone(),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        None => cwd,
     }
 }
 
