@@ -106,7 +106,12 @@ fn writer(sb: &Sandbox, repo: &Path) -> String {
 fn a_landing_pushed_with_its_log_passes_both_hooks() {
     let mut sb = Sandbox::new();
     let (p, srv) = served(&mut sb);
-    sb.orch_ok(&srv, &["hooks", "install", "--server"]);
+    // A relative -C works (gix's discovery needs an absolute start).
+    sb.orch_ok(
+        &p.repo,
+        &["-C", "../srv.git", "hooks", "install", "--server"],
+    );
+    assert!(srv.join("hooks/pre-receive").exists());
     sb.orch_ok(&p.repo, &["hooks", "install"]);
     land(&sb, &p);
     // The queue's way: the log that records the landing, the plan and its
@@ -134,17 +139,38 @@ fn a_landing_pushed_with_its_log_passes_both_hooks() {
 }
 
 #[test]
-fn a_landing_pushed_after_sync_is_accepted() {
+fn a_landing_pushed_after_sync_is_accepted_and_the_servers_own_hook_still_runs() {
     let mut sb = Sandbox::new();
     let (p, srv) = served(&mut sb);
+    // The server already has a pre-receive hook; it keeps seeing every push.
+    let seen = sb.path().join("server-saw");
+    std::fs::write(
+        srv.join("hooks/pre-receive"),
+        format!(
+            "#!/bin/sh
+cat >> '{}'
+",
+            seen.display()
+        ),
+    )
+    .expect("hook");
+    set_mode(&srv.join("hooks/pre-receive"), 0o755);
     sb.orch_ok(&srv, &["hooks", "install", "--server"]);
     land(&sb, &p);
     sb.orch_ok(&p.repo, &["sync"]);
     let out = sb.git_output(&p.repo, &["push", "origin", "main"]);
     assert!(ok(&out), "{}", stderr(&out));
-    assert_eq!(
-        sb.git(&srv, &["rev-parse", "main"]),
-        sb.git(&p.repo, &["rev-parse", "main"])
+    let main = sb.git(&p.repo, &["rev-parse", "main"]);
+    assert_eq!(sb.git(&srv, &["rev-parse", "main"]), main);
+    let saw = std::fs::read_to_string(&seen).expect("the server's hook ran");
+    assert!(saw.contains(&format!(" {main} refs/heads/main")), "{saw}");
+    assert!(saw.contains(" refs/orch/log/"), "{saw}");
+    sb.orch_ok(&srv, &["hooks", "uninstall", "--server"]);
+    assert!(!srv.join("hooks/pre-receive.orch-chained").exists());
+    assert!(
+        std::fs::read_to_string(srv.join("hooks/pre-receive"))
+            .expect("restored")
+            .contains("cat >>")
     );
 }
 
