@@ -41,6 +41,35 @@ impl Record {
     pub fn order_key(&self) -> (u64, &str, u64) {
         (self.clock, self.writer.as_str(), self.seq)
     }
+
+    /// Parses one stored record, saying why not in words that fit after
+    /// "the blob …": not JSON, another format version, or not a valid event.
+    /// This is the one parser of event bytes; the log reader and the server
+    /// hook both use it.
+    pub fn from_json(bytes: &[u8]) -> Result<Record, String> {
+        let record: Record = match serde_json::from_slice(bytes) {
+            Ok(r) => r,
+            Err(e) => {
+                let probe: serde_json::Value =
+                    serde_json::from_slice(bytes).map_err(|e| format!("is not JSON: {e}"))?;
+                let version = probe.get("version").and_then(|v| v.as_u64());
+                if version != Some(u64::from(FORMAT_VERSION)) {
+                    return Err(format!(
+                        "has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
+                        version.map_or("none".into(), |v| v.to_string())
+                    ));
+                }
+                return Err(format!("is not a valid event: {e}"));
+            }
+        };
+        if record.version != FORMAT_VERSION {
+            return Err(format!(
+                "has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
+                record.version
+            ));
+        }
+        Ok(record)
+    }
 }
 
 /// Every kind of event, tagged by `type` in snake_case.

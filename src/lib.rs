@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod event;
 pub mod gate;
+pub mod hooks;
 pub mod ids;
 pub mod merge;
 pub mod plan;

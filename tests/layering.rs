@@ -19,7 +19,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("state", 5),
         ("agent", 3),
         ("gate", 6),
-        ("hooks", 6),
+        ("hooks", 9),
         ("run", 7),
         ("merge", 8),
         ("worker", 9),

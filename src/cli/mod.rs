@@ -10,6 +10,7 @@ pub mod cleanup;
 pub mod debug;
 pub mod gate;
 pub mod hook;
+pub mod hooks;
 pub mod init;
 pub mod log;
 pub mod merge;
@@ -115,6 +116,7 @@ pub enum Command {
     Cancel(task::TaskArgs),
     Cleanup(cleanup::CleanupArgs),
     Hook(hook::HookArgs),
+    Hooks(hooks::HooksArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
@@ -122,11 +124,14 @@ pub enum Command {
     Debug(debug::DebugArgs),
 }
 
-/// The directory a command works in.
+/// The directory a command works in, absolute (gix's discovery panics on a
+/// relative start such as `-C ../repo.git`).
 pub fn start_dir(cli_dir: &Option<PathBuf>) -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     match cli_dir {
+        Some(d) if d.is_relative() => cwd.join(d),
         Some(d) => d.clone(),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        None => cwd,
     }
 }
 
@@ -173,6 +178,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),
         Command::Cleanup(args) => cleanup::run(cli, args),
         Command::Hook(args) => hook::run(cli, args),
+        Command::Hooks(args) => hooks::run(cli, args),
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),

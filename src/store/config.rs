@@ -118,17 +118,20 @@ impl Store {
             None => ConfigValues::default(),
         };
         let out = self.git().output(["config", "--get-regexp", r"^orch\."])?;
+        let mut replaced = std::collections::HashSet::new();
         for line in String::from_utf8_lossy(&out.stdout).lines() {
             let (key, value) = line.split_once(' ').unwrap_or((line, ""));
             let key = key
                 .strip_prefix("orch.")
                 .unwrap_or(key)
                 .to_ascii_lowercase();
-            // Repository config overrides the committed file: replace.
-            if let Some(s) = values
-                .sections
-                .iter_mut()
-                .find(|s| s.name == "orch" && s.subsection.is_none())
+            // Repository config overrides the committed file: replace its
+            // values once, keeping every value of a multi-valued key.
+            if replaced.insert(key.clone())
+                && let Some(s) = values
+                    .sections
+                    .iter_mut()
+                    .find(|s| s.name == "orch" && s.subsection.is_none())
             {
                 s.values.remove(&key);
             }

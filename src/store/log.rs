@@ -581,28 +581,7 @@ fn parse_entry(
     let blob = repo
         .find_blob(id)
         .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?;
-    let record: Record = match serde_json::from_slice(&blob.data) {
-        Ok(r) => r,
-        Err(e) => {
-            // Say why: not JSON, another format version, or a bad event.
-            let probe: serde_json::Value = serde_json::from_slice(&blob.data)
-                .map_err(|e| format!("blob {id} is not JSON: {e}"))?;
-            let version = probe.get("version").and_then(|v| v.as_u64());
-            if version != Some(u64::from(FORMAT_VERSION)) {
-                return Err(format!(
-                    "blob {id} has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
-                    version.map_or("none".into(), |v| v.to_string())
-                ));
-            }
-            return Err(format!("blob {id} is not a valid event: {e}"));
-        }
-    };
-    if record.version != FORMAT_VERSION {
-        return Err(format!(
-            "blob {id} has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
-            record.version
-        ));
-    }
+    let record = Record::from_json(&blob.data).map_err(|why| format!("blob {id} {why}"))?;
     if record.writer.as_str() != writer {
         return Err(format!(
             "blob {id} claims writer {} but sits in the log of {writer}",

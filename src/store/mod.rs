@@ -21,6 +21,7 @@ pub mod objects;
 pub mod refs;
 pub mod remote;
 pub mod sync;
+pub mod view;
 pub mod worktrees;
 
 use std::path::{Path, PathBuf};
@@ -76,6 +77,10 @@ pub enum StoreError {
     Process(#[from] ProcessError),
     #[error("{0}")]
     Corrupt(String),
+    #[error(
+        "refusing to update {reference}: this repository handle is a read-only view of a push in progress\nhint: this is a bug in git-orch; hooks must only read"
+    )]
+    ReadOnlyView { reference: String },
 }
 
 impl StoreError {
@@ -140,6 +145,11 @@ pub struct Store {
     /// Log tip commit → (trailer position, tree), so appends do not re-read
     /// commits they wrote or saw.
     tips: std::sync::Mutex<std::collections::HashMap<Oid, (log::TipPosition, Oid)>>,
+    /// Proposed ref values read in place of the real ones (see [`view`]).
+    overlay: std::collections::BTreeMap<String, Option<Oid>>,
+    /// The folder holding the alternates of a quarantine view; removed
+    /// when the store is dropped (see [`view`]).
+    object_view: Option<tempfile::TempDir>,
 }
 
 impl Store {
@@ -214,6 +224,8 @@ impl Store {
             writer: std::sync::OnceLock::new(),
             recent_trees: Default::default(),
             tips: Default::default(),
+            overlay: Default::default(),
+            object_view: None,
         })
     }
 

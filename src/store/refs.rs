@@ -75,7 +75,12 @@ pub enum Applied {
 
 impl Store {
     /// The object a ref points to (peeled to a non-tag object), if it exists.
+    /// In a view with proposed refs ([`Store::with_proposed_refs`]), the
+    /// proposed value wins.
     pub fn ref_target(&self, name: &str) -> Result<Option<Oid>> {
+        if let Some(proposed) = self.overlay.get(name) {
+            return Ok(*proposed);
+        }
         let reference = self
             .repo
             .try_find_reference(name)
@@ -92,7 +97,8 @@ impl Store {
     }
 
     /// All refs whose full name starts with `prefix` (which ends in `/`),
-    /// with their targets, sorted by name.
+    /// with their targets, sorted by name. In a view with proposed refs,
+    /// proposed values replace, add or remove refs.
     pub fn refs_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Oid)>> {
         let platform = self
             .repo
@@ -108,7 +114,18 @@ impl Store {
             let id = r
                 .peel_to_id()
                 .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
+            if self.overlay.contains_key(&name) {
+                continue;
+            }
             out.push((name, id.detach()));
+        }
+        for (name, proposed) in self.overlay.range(prefix.to_owned()..) {
+            if !name.starts_with(prefix) {
+                break;
+            }
+            if let Some(id) = proposed {
+                out.push((name.clone(), *id));
+            }
         }
         out.sort();
         Ok(out)
@@ -122,6 +139,11 @@ impl Store {
         use gix::refs::transaction::{PreviousValue, RefEdit};
         if updates.is_empty() {
             return Ok(Applied::Done);
+        }
+        if self.is_view() {
+            return Err(StoreError::ReadOnlyView {
+                reference: updates[0].name.clone(),
+            });
         }
         let mut edits = Vec::with_capacity(updates.len());
         for u in updates {

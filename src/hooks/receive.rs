@@ -1,0 +1,349 @@
+//! The server's `pre-receive` gate: what a shared repository accepts.
+//!
+//! git runs `pre-receive` once per push with one line per ref on stdin,
+//! `<old id> <new id> <ref>`, the pushed objects still in quarantine; a
+//! non-zero exit refuses the whole push, so every push is all-or-nothing.
+//! The caller opens the store over the quarantine
+//! ([`crate::store::Store::with_object_dirs`]). Refused:
+//!
+//! * any update of `refs/orch-remotes/*` (tracking copies are private to a
+//!   clone; on a server they would feed `verify` unchecked events);
+//! * deleting a ref under `refs/orch/*`, pointing one at anything but a
+//!   commit, or moving one to a commit that does not descend from its old
+//!   value (git's `receive.denyNonFastForwards` does not cover them);
+//! * malformed records: a log commit of `refs/orch/log/<writer>` without
+//!   git-orch's trailers, or whose tree adds, against any parent, anything
+//!   but event files `ev/<hi>/<mid>/<seq>-<blob8>.json` each holding a
+//!   record of this format by that writer at that seq, at most
+//!   [`MAX_EVENT_BYTES`]; a log commit that removes or rewrites an event; a
+//!   plan ref whose revisions do not read back as canonical plans; an
+//!   approval ref whose latest decision does not parse; a claim ref
+//!   `refs/orch/claims/<run>/<task>` with ids that are not ids;
+//! * deleting a protected branch, moving it backwards or sideways, or
+//!   moving it to commits `verify` rejects. Verification reads the server's
+//!   state as it will be after the push: the log, plan and approval refs
+//!   pushed together with the branch count
+//!   ([`crate::store::Store::with_proposed_refs`]).
+
+use std::collections::HashSet;
+
+use crate::event::Record;
+use crate::ids::{PlanId, RunId, TaskId, WriterId};
+use crate::store::log::{LOG_PREFIX, event_path, parse_trailers};
+use crate::store::refs::{ORCH_PREFIX, REMOTES_PREFIX};
+use crate::store::view::ObjectKind;
+use crate::store::{Oid, Store};
+
+use super::policy::protection;
+use super::{
+    Decision, HookError, MAX_LISTED, Refusal, first_parent_commits, parse_hook_oid, verify_updates,
+};
+
+/// The largest event record the server accepts, in bytes (1 MiB). git-orch
+/// writes records of a few KiB (output tails are bounded); anything near
+/// this is not an event but a file smuggled into the log.
+pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+
+/// One line of `pre-receive` input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiveLine {
+    /// `None` when the ref is created.
+    pub old: Option<Oid>,
+    /// `None` when the ref is deleted.
+    pub new: Option<Oid>,
+    pub reference: String,
+}
+
+/// Parses `pre-receive` input; blank lines are ignored, anything else that
+/// is not two object ids and a ref name is an error.
+pub fn parse(store: &Store, input: &str) -> Result<Vec<ReceiveLine>, HookError> {
+    let mut out = Vec::new();
+    for (i, line) in input.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = || HookError::Input {
+            hook: "pre-receive",
+            line: i + 1,
+            expected: "<old id> <new id> <ref>",
+            text: line.chars().take(200).collect(),
+        };
+        let fields: Vec<&str> = line.split(' ').collect();
+        let [old, new, reference] = fields[..] else {
+            return Err(bad());
+        };
+        if !reference.starts_with("refs/") {
+            return Err(bad());
+        }
+        out.push(ReceiveLine {
+            old: parse_hook_oid(store, old).ok_or_else(bad)?,
+            new: parse_hook_oid(store, new).ok_or_else(bad)?,
+            reference: reference.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// Judges one push into the repository of `store` (opened over the
+/// push's quarantine).
+pub fn decide(store: Store, lines: &[ReceiveLine]) -> Result<Decision, HookError> {
+    let protected = protection(&store)?;
+    // Commits on a protected branch now are not new to a protected branch
+    // created by this push.
+    let protected_tips: Vec<Oid> = store
+        .refs_with_prefix("refs/heads/")?
+        .into_iter()
+        .filter(|(name, _)| protected.protects(name).is_some())
+        .map(|(_, id)| id)
+        .collect();
+    let store = store.with_proposed_refs(lines.iter().map(|l| (l.reference.clone(), l.new)));
+    let mut refusals = Vec::new();
+    let mut updates: Vec<(String, Vec<Oid>)> = Vec::new();
+    for line in lines {
+        let refuse = |reason: String, hint: &str| Refusal {
+            reference: line.reference.clone(),
+            commit: None,
+            reason,
+            hint: hint.to_owned(),
+        };
+        if line.reference.starts_with(REMOTES_PREFIX) {
+            refusals.push(refuse(
+                format!(
+                    "{} is a clone's private tracking copy and is never pushed",
+                    line.reference
+                ),
+                "push refs/orch/* instead (`git orch sync` does)",
+            ));
+        } else if line.reference.starts_with(ORCH_PREFIX) {
+            refusals.extend(check_orch_ref(&store, line)?);
+        } else if let Some(branch) = protected.protects(&line.reference) {
+            let Some(new) = line.new else {
+                refusals.push(refuse(
+                    format!("{branch} is protected by git-orch and may not be deleted"),
+                    "protected branches are listed in orch.protect; see docs/hooks.md",
+                ));
+                continue;
+            };
+            let commits = match line.old {
+                None => first_parent_commits(&store, new, &protected_tips)?,
+                Some(old) if !store.is_ancestor(old, new)? => {
+                    refusals.push(refuse(
+                        format!("{branch} is protected by git-orch and only moves forward; this push rewrites it"),
+                        "a protected branch only takes landings from the merge queue; do not force-push it",
+                    ));
+                    continue;
+                }
+                Some(old) => first_parent_commits(&store, new, &[old])?,
+            };
+            updates.push((line.reference.clone(), commits));
+        }
+    }
+    let mut decision = verify_updates(
+        &store,
+        &updates,
+        "land changes through git-orch and push the log with them: `git push --atomic <remote> 'refs/orch/*' <branch>` (or `git orch sync`, then push the branch)",
+    )?;
+    refusals.append(&mut decision.refusals);
+    decision.refusals = refusals;
+    Ok(decision)
+}
+
+/// Checks one update under `refs/orch/`.
+fn check_orch_ref(store: &Store, line: &ReceiveLine) -> Result<Vec<Refusal>, HookError> {
+    let refuse = |reason: String, hint: &str| Refusal {
+        reference: line.reference.clone(),
+        commit: None,
+        reason,
+        hint: hint.to_owned(),
+    };
+    let append_only = "git-orch state is append-only; `git orch sync` integrates diverged state without rewriting it";
+    let Some(new) = line.new else {
+        return Ok(vec![refuse(
+            format!("deleting {} would lose git-orch state", line.reference),
+            append_only,
+        )]);
+    };
+    match store.object_header(new)? {
+        Some((ObjectKind::Commit, _)) => {}
+        Some((kind, _)) => {
+            return Ok(vec![refuse(
+                format!(
+                    "{} must point at a commit, not a {}",
+                    line.reference,
+                    kind.as_str()
+                ),
+                "git-orch refs hold commits written by git-orch",
+            )]);
+        }
+        None => {
+            return Ok(vec![refuse(
+                format!(
+                    "{} points at {new}, which the push did not send",
+                    line.reference
+                ),
+                "push again; if it repeats, run `git fsck` in the pushing clone",
+            )]);
+        }
+    }
+    if let Some(old) = line.old
+        && !store.is_ancestor(old, new)?
+    {
+        return Ok(vec![refuse(
+            format!(
+                "{} moves from {old} to {new}, which does not descend from it: the update would drop state",
+                line.reference
+            ),
+            append_only,
+        )]);
+    }
+    let rest = &line.reference[ORCH_PREFIX.len()..];
+    let malformed = "git-orch writes these refs itself; push what `git orch sync` pushes, never hand-made commits";
+    let mut out = Vec::new();
+    if let Some(writer) = line.reference.strip_prefix(LOG_PREFIX) {
+        if WriterId::new(writer).is_err() {
+            out.push(refuse(
+                format!("{} does not end in a writer id", line.reference),
+                malformed,
+            ));
+        } else {
+            let problems = check_log(store, writer, line.old, new)?;
+            for p in problems.iter().take(MAX_LISTED) {
+                out.push(refuse(p.clone(), malformed));
+            }
+            if problems.len() > MAX_LISTED {
+                out.push(refuse(
+                    format!("and {} more problems", problems.len() - MAX_LISTED),
+                    malformed,
+                ));
+            }
+        }
+    } else if let Some(id) = rest.strip_prefix("plans/") {
+        match PlanId::new(id) {
+            Err(e) => out.push(refuse(format!("{}: {e}", line.reference), malformed)),
+            Ok(id) => {
+                if let Err(e) = crate::plan::revisions::all(store, &id) {
+                    out.push(refuse(first_line(&e.to_string()), malformed));
+                }
+            }
+        }
+    } else if let Some(id) = rest.strip_prefix("approvals/") {
+        match PlanId::new(id) {
+            Err(e) => out.push(refuse(format!("{}: {e}", line.reference), malformed)),
+            Ok(id) => {
+                if let Err(e) = crate::approval::latest(store, &id) {
+                    out.push(refuse(first_line(&e.to_string()), malformed));
+                }
+            }
+        }
+    } else if let Some(claim) = rest.strip_prefix("claims/") {
+        let ok = claim
+            .split_once('/')
+            .is_some_and(|(run, task)| RunId::new(run).is_ok() && TaskId::new(task).is_ok());
+        if !ok {
+            out.push(refuse(
+                format!("{} is not refs/orch/claims/<run>/<task>", line.reference),
+                malformed,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Everything wrong with the log commits a push adds to `writer`'s log
+/// (`old..new`, or all of `new` for a new log).
+fn check_log(
+    store: &Store,
+    writer: &str,
+    old: Option<Oid>,
+    new: Oid,
+) -> Result<Vec<String>, HookError> {
+    let range = match old {
+        Some(old) => format!("{old}..{new}"),
+        None => new.to_string(),
+    };
+    let listed = store.git().run(["rev-list", &range])?;
+    let mut seen: HashSet<Oid> = HashSet::new();
+    let mut problems = Vec::new();
+    for line in listed.lines() {
+        let commit = store.parse_oid(line.trim())?;
+        let info = store.commit_info(commit)?;
+        if parse_trailers(&info.message).is_none() {
+            problems.push(format!(
+                "log commit {commit} has no Orch-Seq/Orch-Clock trailers: git-orch did not write it"
+            ));
+        }
+        let bases: Vec<Oid> = if info.parents.is_empty() {
+            vec![store.empty_tree_id()]
+        } else {
+            info.parents
+                .iter()
+                .map(|p| store.commit_info(*p).map(|i| i.tree))
+                .collect::<Result<_, _>>()?
+        };
+        for base in bases {
+            for change in store.diff_trees(base, info.tree)? {
+                let path = &change.path;
+                let at = format!("log commit {commit}: {path}");
+                if !path.starts_with("ev/") {
+                    problems.push(format!("{at} is outside ev/; a log tree holds only events"));
+                } else if change.symlink || change.submodule {
+                    problems.push(format!("{at} is not a regular file"));
+                } else if change.old.is_some() && change.new.is_none() {
+                    problems.push(format!("{at} removes an event; the log is append-only"));
+                } else if change.old.is_some() {
+                    problems.push(format!("{at} rewrites an event; the log is append-only"));
+                } else if let Some(blob) = change.new
+                    && seen.insert(blob)
+                    && let Some(problem) = check_event(store, writer, path, blob)?
+                {
+                    problems.push(format!("{at} {problem}"));
+                }
+            }
+        }
+        if problems.len() > MAX_LISTED {
+            break;
+        }
+    }
+    Ok(problems)
+}
+
+/// What is wrong with the event blob `blob` at `path` in `writer`'s log.
+fn check_event(
+    store: &Store,
+    writer: &str,
+    path: &str,
+    blob: Oid,
+) -> Result<Option<String>, HookError> {
+    let size = match store.object_header(blob)? {
+        Some((ObjectKind::Blob, size)) => size,
+        Some((kind, _)) => return Ok(Some(format!("is a {}, not an event", kind.as_str()))),
+        None => return Ok(Some("is missing from the push".into())),
+    };
+    if size > MAX_EVENT_BYTES {
+        return Ok(Some(format!(
+            "is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes"
+        )));
+    }
+    let record = match Record::from_json(&store.read_blob(blob)?) {
+        Ok(r) => r,
+        Err(why) => return Ok(Some(why)),
+    };
+    if record.writer.as_str() != writer {
+        return Ok(Some(format!(
+            "claims writer {} but sits in the log of {writer}",
+            record.writer
+        )));
+    }
+    let expected = event_path(record.seq, blob);
+    if path != expected {
+        return Ok(Some(format!(
+            "holds seq {} of this blob, which belongs at {expected}",
+            record.seq
+        )));
+    }
+    Ok(None)
+}
