@@ -8,6 +8,7 @@
 pub mod approve;
 pub mod cleanup;
 pub mod debug;
+pub mod demo;
 pub mod gate;
 pub mod hook;
 pub mod init;
@@ -116,8 +117,11 @@ pub enum Command {
     Hook(hook::HookArgs),
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
+    Demo(demo::DemoArgs),
     #[command(hide = true)]
     Debug(debug::DebugArgs),
+    #[command(hide = true)]
+    DemoAgent(demo::DemoAgentArgs),
 }
 
 /// The directory a command works in.
@@ -174,5 +178,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
+        Command::Demo(args) => demo::run(cli, args),
+        Command::DemoAgent(args) => demo::agent(cli, args),
     }
 }
