@@ -50,40 +50,37 @@ fn stage_text(stage: Stage, agent: &AgentChoice) -> (&'static str, Vec<String>) 
         Stage::Project => (
             "A project",
             lines(&[
-                "A tiny shell \"text toolkit\" with a test suite (sh test.sh), committed on main.",
-                "git-orch works on any git repository; this one needs nothing but sh.",
+                "A tiny shell \"text toolkit\" with a test suite, committed on main; its",
+                ".orch/config names the gates every result must pass and the agent to use.",
             ]),
         ),
         Stage::Plan => (
             "A plan",
             lines(&[
-                "Five subtasks, each the only writer of the files it owns, each with a command",
-                "that proves it done. `plan check` proves the plan safe to fan out: no file has",
-                "two writers, shout waits for upper, and ci owns a pinch point (CI config), so",
-                "it must run alone.",
+                "Five subtasks, each the only writer of its files, each with a command that",
+                "proves it done. `plan check` proves them safe to run in parallel: shout waits",
+                "for upper, and ci owns CI config (a pinch point), so it runs alone.",
             ]),
         ),
         Stage::Approve => (
             "An approval",
             lines(&[
-                "The plan is stored in git (refs/orch/plans) and approved. The approval is bound",
-                "to the plan's content hash: any later change voids it, and `run` refuses.",
+                "The plan is stored in git and approved; the approval is bound to the plan's",
+                "content hash, so any later change voids it and `run` refuses.",
             ]),
         ),
         Stage::Run => {
             let mut l = lines(&[
-                "Every attempt gets a worktree and branch of its own, and an agent works there.",
-                "Gates check its result: scope (only owned files changed), test (sh test.sh),",
-                "and the subtask's verification. A failed gate becomes the retry context of a",
-                "fresh attempt. Passing results land on main one at a time through the merge",
-                "queue, which runs the suite on each candidate before it moves main.",
+                "Each attempt gets its own worktree and branch. Gates check its result (scope,",
+                "the test suite, the subtask's verification); a failure becomes the retry",
+                "context of a fresh attempt. Passing results land on main one by one through",
+                "the merge queue, which runs the suite on each candidate first.",
             ]);
             match agent {
                 AgentChoice::Scripted => l.extend(lines(&[
-                    "The demo agent is scripted to make two mistakes: reverse's first attempt has a",
-                    "bug its test catches, and wordcount's first attempt edits README.md, which it",
-                    "does not own. Watch the gates catch both, and the retries fix them from what",
-                    "the retry context tells them.",
+                    "The demo agent makes two planned mistakes: a bug in reverse (its test catches",
+                    "it) and an edit to README.md in wordcount (the scope gate catches it). Each",
+                    "retry fixes only what its retry context names.",
                 ])),
                 AgentChoice::Real { name, .. } => l.push(format!(
                     "Agent {name} does the work, unscripted; this may take minutes and cost money."
