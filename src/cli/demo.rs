@@ -210,7 +210,11 @@ fn render(out: &mut output::Out, view: &mut View, event: Event<'_>) {
             view.after_command = true;
         }
         Event::Line(line) => {
-            out.line(&format!("     {line}"));
+            if line.trim().is_empty() {
+                out.line("");
+            } else {
+                out.line(&format!("     {line}"));
+            }
             out.flush();
         }
     }
