@@ -8,6 +8,7 @@ pub mod agent;
 pub mod approval;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod event;
 pub mod gate;
 pub mod hooks;

@@ -156,6 +156,57 @@ impl Git {
     }
 }
 
+/// Runs `program` in `cwd` to its end with stdout and stderr merged into one
+/// pipe, handing each line to `on_line` as it arrives, in the order the
+/// program wrote them (what a person would see in a terminal). Stdin is
+/// /dev/null; `env` is added to the inherited environment, and the
+/// variables that would point git at another repository are removed.
+/// Returns the exit code (`None` when killed by a signal).
+pub fn run_lines(
+    program: &OsStr,
+    args: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    on_line: &mut dyn FnMut(&str),
+) -> Result<Option<i32>, ProcessError> {
+    use std::io::BufRead;
+    let spawn_error = |source| ProcessError::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    };
+    let (reader, writer) = std::io::pipe().map_err(spawn_error)?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone().map_err(spawn_error)?)
+        .stderr(writer);
+    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"] {
+        cmd.env_remove(var);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    // The command holds the parent's copies of the write end: without
+    // dropping it the pipe never reaches end-of-file.
+    drop(cmd);
+    let mut reader = std::io::BufReader::new(reader);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let text = String::from_utf8_lossy(&line);
+                on_line(text.trim_end_matches(['\n', '\r']));
+            }
+        }
+    }
+    let status = child.wait().map_err(spawn_error)?;
+    Ok(status.code())
+}
+
 /// A long-running command (agent, gate, setup) started in its own process
 /// group, with stdout and stderr captured to files.
 #[derive(Clone)]
@@ -483,4 +534,27 @@ pub fn limit_malloc_arenas(max: i32) {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     let _ = max;
+}
+
+#[cfg(test)]
+mod run_lines_tests {
+    use super::*;
+
+    #[test]
+    fn merges_stdout_and_stderr_in_the_order_written() {
+        let mut lines = Vec::new();
+        let code = run_lines(
+            OsStr::new("sh"),
+            &[
+                "-c".into(),
+                "echo one; echo two >&2; echo three; exit 4".into(),
+            ],
+            Path::new("/"),
+            &[],
+            &mut |l| lines.push(l.to_owned()),
+        )
+        .expect("sh runs");
+        assert_eq!(code, Some(4));
+        assert_eq!(lines, ["one", "two", "three"]);
+    }
 }

@@ -8,6 +8,7 @@
 pub mod approve;
 pub mod cleanup;
 pub mod debug;
+pub mod demo;
 pub mod gate;
 pub mod hook;
 pub mod hooks;
@@ -120,8 +121,11 @@ pub enum Command {
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
+    Demo(demo::DemoArgs),
     #[command(hide = true)]
     Debug(debug::DebugArgs),
+    #[command(hide = true)]
+    DemoAgent(demo::DemoAgentArgs),
 }
 
 /// The directory a command works in, absolute (gix's discovery panics on a
@@ -183,5 +187,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
+        Command::Demo(args) => demo::run(cli, args),
+        Command::DemoAgent(args) => demo::agent(cli, args),
     }
 }
