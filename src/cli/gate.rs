@@ -14,6 +14,7 @@ use crate::run;
 #[derive(Debug, Args)]
 pub struct GateArgs {
     pub attempt: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

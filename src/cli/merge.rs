@@ -27,6 +27,7 @@ pub struct MergeArgs {
     /// Show what waits to land; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

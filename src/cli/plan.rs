@@ -77,6 +77,7 @@ pub struct ShowArgs {
     /// Revision number (default: the latest).
     #[arg(long, value_name = "N")]
     pub rev: Option<u32>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -84,6 +85,7 @@ pub struct ShowArgs {
 /// List stored plans with their revisions, hash and approval state.
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -15,6 +15,7 @@ use crate::merge::verify;
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     pub commit: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
