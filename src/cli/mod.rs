@@ -18,6 +18,7 @@ pub mod manual;
 pub mod merge;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod run;
 pub mod status;
 pub mod sync;

@@ -270,6 +270,7 @@ pub async fn gate_attempt(
         .map_err(|e| RunError::Config(e.to_string()))?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
     let subject = crate::gate::Subject {
+        on_gate: None,
         common_dir: store.common_dir().to_owned(),
         task: sub.clone(),
         attempt: n,

@@ -97,6 +97,20 @@ pub struct RunContext {
     /// Bounds the disk-heavy steps (worktree checkout, committing a result)
     /// that run at once: beyond the number of cores they only add memory.
     pub heavy: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Told the step each attempt is on, for live progress; `None`: no one
+    /// listens.
+    pub on_step: Option<StepObserver>,
+}
+
+/// Receives [`driver::Progress::Step`] from any attempt's task, as it
+/// happens (the driver's own events go to `drive`'s callback).
+#[derive(Clone)]
+pub struct StepObserver(pub std::sync::Arc<dyn Fn(driver::Progress) + Send + Sync>);
+
+impl std::fmt::Debug for StepObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepObserver")
+    }
 }
 
 impl RunContext {
@@ -353,6 +367,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         base_tree,
         worktree_root,
         budget,
+        on_step: None,
     };
     if let Some(r) = resume {
         ctx.run = r.id;
