@@ -422,10 +422,11 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.id)?;
     let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
-    let latest = all
-        .last()
-        .map(|r| r.revision)
-        .ok_or_else(|| CommandError::error(format!("no plan {id}")))?;
+    let latest = all.last().map(|r| r.revision).ok_or_else(|| {
+        CommandError::error(format!(
+            "no plan {id}\nhint: `git orch plan list` shows the stored plans"
+        ))
+    })?;
     let (from, to) = match (args.from, args.to) {
         (Some(a), Some(b)) => (a, b),
         (Some(a), None) => (a, latest),

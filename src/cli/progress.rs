@@ -149,17 +149,12 @@ fn urgency(state: &str) -> u8 {
     }
 }
 
-/// `NO_COLOR` set to anything but the empty string turns colour off.
-fn no_color() -> bool {
-    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
-}
-
 impl Renderer {
     /// A renderer on stderr in the detected mode, titled e.g. `run 1a2b of
     /// plan p`.
     pub fn new(title: impl Into<String>) -> Self {
         let mode = Mode::detect();
-        let colour = mode == Mode::Live && !no_color();
+        let colour = mode == Mode::Live && !output::no_color();
         Self::with(mode, colour, None, Box::new(std::io::stderr()), title)
     }
 

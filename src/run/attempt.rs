@@ -118,7 +118,10 @@ fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String>
             Err(e) => missing.push(e.to_string()),
         }
     }
-    Err(format!("no agent available: {}", missing.join("; ")))
+    Err(format!(
+        "no agent available: {} (install one, or choose another with --agent or orch.agent)",
+        missing.join("; ")
+    ))
 }
 
 /// Runs one attempt to its end; records every step.

@@ -49,7 +49,7 @@ pub enum RunError {
     Dirty { path: PathBuf, target: String },
     #[error("the target branch {0} does not exist\nhint: create it, or pass --target <branch>")]
     NoTarget(String),
-    #[error("--base {0:?} does not name a commit")]
+    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
     BadBase(String),
     #[error(
         "run {run} is being driven by another process ({holder})\nhint: wait for it to finish, watch it with `git orch status {run} --watch`, or stop that process"
