@@ -236,4 +236,24 @@ fn fish_completion_parses() {
         return skip("fish is not installed");
     }
     syntax_ok(&sb, "fish", &script);
+    let file = sb.path().join("completion.fish");
+    let offers = |line: &str| {
+        let out = sb
+            .command("fish", sb.path())
+            .args(["--no-config", "-c"])
+            .arg(format!("source {}; complete -C {line:?}", file.display()))
+            .output()
+            .expect("fish runs");
+        assert!(out.status.success(), "fish: {}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .map(|l| l.split('\t').next().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(offers("git orch ru"), ["run"]);
+    assert_eq!(offers("git-orch plan ch"), ["check"]);
+    assert_eq!(
+        offers("git -C . orch merge --strategy "),
+        ["merge", "rebase", "squash"]
+    );
 }

@@ -4,8 +4,9 @@
 //! Scripts complete the command `git-orch`; each shell's git completion
 //! hands `git orch …` over to it: bash's git-completion.bash calls
 //! `_git_orch` (added here) and loads a file named `git-orch` on demand,
-//! zsh's `_git` calls `_git-orch`, fish's git completion runs the
-//! completion of the `git-orch` command.
+//! zsh's `_git` calls `_git-orch`; for fish a small function added here
+//! forwards `git orch …` (fish's own git completion does so only in newer
+//! versions).
 
 use clap::{Args, CommandFactory, ValueEnum};
 
@@ -17,7 +18,7 @@ use super::{Cli, CommandResult, exit, output};
 /// (loaded on demand for both `git orch` and `git-orch`), or source it from
 /// ~/.bashrc after git's own completion. zsh: save it as `_git-orch` in a
 /// directory of $fpath, before compinit runs. fish: save it as
-/// ~/.config/fish/completions/git-orch.fish.
+/// ~/.config/fish/conf.d/git-orch.fish.
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {
     /// The shell to complete for.
@@ -60,6 +61,34 @@ _git_orch ()
 }
 "#;
 
+/// The bridge for fish: its git completion hands `git orch …` to the
+/// `git-orch` completion only in newer versions (3.6 looks for a command
+/// `git-git-orch`), so this does it whenever the file is loaded, which
+/// `conf.d/` does at startup.
+const FISH_GIT_BRIDGE: &str = r#"
+# `git orch <TAB>`: the words after `orch`, if `orch` is git's command.
+function __git_orch_words
+    set -l words (commandline -opc)
+    set -e words[1]
+    while set -q words[1]
+        switch $words[1]
+            case -C -c --git-dir --work-tree --namespace
+                set -e words[1..2]
+            case '-*'
+                set -e words[1]
+            case orch
+                set -e words[1]
+                printf '%s\n' $words
+                return 0
+            case '*'
+                return 1
+        end
+    end
+    return 1
+end
+complete -c git -f -n '__git_orch_words >/dev/null' -a '(complete -C (string join " " -- git-orch (__git_orch_words) (commandline -ct)))'
+"#;
+
 /// The completion script for `shell`.
 pub fn script(shell: Shell) -> String {
     // Hidden commands (`debug`) are not offered: the generators list every
@@ -85,6 +114,9 @@ pub fn script(shell: Shell) -> String {
         // nothing past the first word completes (clap-rs/clap#6421).
         text = text.replace("git__subcmd__orch__subcmd__", "git__orch__subcmd__");
         text.push_str(BASH_GIT_BRIDGE);
+    }
+    if shell == Shell::Fish {
+        text.push_str(FISH_GIT_BRIDGE);
     }
     text
 }
