@@ -94,7 +94,8 @@ pub fn script(shell: Shell) -> String {
     // Hidden commands (`debug`) are not offered: the generators list every
     // subcommand, so the tree is rebuilt from the visible ones.
     let full = Cli::command();
-    let mut cmd = clap::Command::new("git-orch")
+    let mut cmd = clap::Command::default()
+        .name("git-orch")
         .about(full.get_about().cloned().unwrap_or_default())
         .version(env!("CARGO_PKG_VERSION"))
         .args(full.get_arguments().cloned())
