@@ -105,6 +105,7 @@ fn main() {
         });
     }
     let subject = Subject {
+        on_gate: None,
         common_dir: store.common_dir().to_owned(),
         task: subtask(&["src/**"]),
         attempt: 1,
@@ -186,6 +187,7 @@ fn main() {
     let result_commit = git(&big, &["rev-parse", "HEAD"]);
     let store = Store::open(&big).expect("store");
     let subject = Subject {
+        on_gate: None,
         common_dir: store.common_dir().to_owned(),
         task: subtask(&["src/**"]),
         attempt: 1,

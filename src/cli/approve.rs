@@ -47,6 +47,7 @@ pub enum ApproveCommand {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     pub plan: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, CommandResult, exit, open_store};
+use super::{Cli, CommandResult, exit, open_store, output};
 use crate::event::Event;
 
 /// Diagnostics for tests and benchmarks; not part of the stable interface.
@@ -26,16 +26,18 @@ pub enum DebugCommand {
         #[arg(long, default_value_t = 1)]
         batch: u64,
     },
+    /// Print docs/cli.md, the Markdown command reference.
+    CliReference,
 }
 
 pub fn run(cli: &Cli, args: &DebugArgs) -> CommandResult {
-    let store = open_store(&cli.directory)?;
     match &args.command {
         DebugCommand::Append {
             label,
             count,
             batch,
         } => {
+            let store = open_store(&cli.directory)?;
             let batch = (*batch).max(1);
             let mut n = 0;
             while n < *count {
@@ -48,6 +50,9 @@ pub fn run(cli: &Cli, args: &DebugArgs) -> CommandResult {
                 n += events.len() as u64;
                 store.append(events)?;
             }
+        }
+        DebugCommand::CliReference => {
+            output::Out::new().line(super::manual::cli_reference().trim_end());
         }
     }
     Ok(exit::OK)

@@ -14,6 +14,7 @@ use crate::run;
 #[derive(Debug, Args)]
 pub struct GateArgs {
     pub attempt: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -50,7 +51,12 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
             .get(&task)
             .and_then(|t| t.attempts.last())
             .map(|a| a.n)
-            .ok_or_else(|| CommandError::error(format!("{}/{task} has no attempts", r.id)))?,
+            .ok_or_else(|| {
+                CommandError::error(format!(
+                    "{}/{task} has no attempts yet\nhint: `git orch run <plan>` dispatches it; `git orch status {}` shows where the run stands",
+                    r.id, r.id
+                ))
+            })?,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -2,9 +2,9 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::merge::{Queue, Strategy};
-use crate::run;
+use crate::run::{self, driver::LandReport, driver::Progress};
 
 /// Land passed attempts of a run on its target through the merge queue.
 ///
@@ -27,8 +27,56 @@ pub struct MergeArgs {
     /// Show what waits to land; change nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `Queue::land_all`, one landing at a time, showing which attempts are
+/// landing and how each landing ends.
+fn land_all(
+    store: &crate::store::Store,
+    runtime: &tokio::runtime::Runtime,
+    queue: &Queue,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    renderer: &progress::Renderer,
+) -> Result<LandReport, CommandError> {
+    let mut total = LandReport::default();
+    loop {
+        let runs = run::runs(store)?;
+        let next: Vec<_> = runs.get(&queue.run).map_or_else(Vec::new, |state| {
+            queue.waiting(state).into_iter().take(queue.batch).collect()
+        });
+        for (e, _) in &next {
+            renderer.task(e.task.id.as_str(), "landing", Some(e.attempt));
+        }
+        let one = runtime
+            .block_on(queue.land_next(cancel))
+            .map_err(|e| CommandError::error(e.to_string()))?;
+        for a in &one.landed {
+            renderer.handle(Progress::Landed(a.clone()));
+        }
+        for (attempt, reason) in &one.failed {
+            renderer.handle(Progress::LandingFailed {
+                attempt: attempt.clone(),
+                reason: reason.clone(),
+            });
+        }
+        let nothing = one.landed.is_empty() && one.failed.is_empty();
+        total.landed.extend(one.landed);
+        total.failed.extend(one.failed);
+        total.gate_runs += one.gate_runs;
+        if one.refused.is_some() {
+            for (e, _) in &next {
+                renderer.task(e.task.id.as_str(), "waiting", Some(e.attempt));
+            }
+            total.refused = one.refused;
+            return Ok(total);
+        }
+        if nothing || *cancel.borrow() {
+            return Ok(total);
+        }
+    }
 }
 
 pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
@@ -67,9 +115,13 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         .build()
         .map_err(|e| CommandError::error(e.to_string()))?;
     let (_tx, mut cancel) = tokio::sync::watch::channel(false);
-    let report = runtime
-        .block_on(queue.land_all(&mut cancel))
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let renderer = progress::Renderer::new(format!("merge run {} onto {}", r.id, r.target));
+    for (e, _) in queue.waiting(&r) {
+        renderer.task(e.task.id.as_str(), "waiting", Some(e.attempt));
+    }
+    let report = land_all(&store, &runtime, &queue, &mut cancel, &renderer);
+    renderer.finish();
+    let report = report?;
     if args.json {
         let json = serde_json::json!({
             "run": r.id,
@@ -79,12 +131,6 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
             "gate_runs": report.gate_runs,
         });
         output::Out::new().line(&json.to_string());
-    }
-    for a in &report.landed {
-        output::status(&format!("  {a:<24} landed"));
-    }
-    for (a, why) in &report.failed {
-        output::status(&format!("  {a:<24} could not land: {why}"));
     }
     if let Some(why) = report.refused {
         return Err(CommandError::with_code(exit::BLOCKED, why));

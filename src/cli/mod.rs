@@ -7,16 +7,20 @@
 
 pub mod approve;
 pub mod cleanup;
+pub mod completions;
 pub mod debug;
 pub mod demo;
 pub mod gate;
 pub mod hook;
 pub mod hooks;
 pub mod init;
+pub mod install_man;
 pub mod log;
+pub mod manual;
 pub mod merge;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod run;
 pub mod status;
 pub mod sync;
@@ -82,7 +86,7 @@ impl From<crate::process::ProcessError> for CommandError {
 /// blocking findings"), a [`CommandError`] otherwise.
 pub type CommandResult = Result<u8, CommandError>;
 
-/// git-orch: run coding agents in parallel, the git way.
+/// Run coding agents in parallel, the git way.
 ///
 /// Plans of subtasks with sole file ownership, content-hashed approvals,
 /// one worktree per attempt, gates on every result, and a serial merge queue.
@@ -112,8 +116,11 @@ pub enum Command {
     Gate(gate::GateArgs),
     Merge(merge::MergeArgs),
     Verify(verify::VerifyArgs),
+    #[command(about = "Run a task again with a fresh retry budget")]
     Retry(task::TaskArgs),
+    #[command(about = "Skip a task: do not run it; its dependents may proceed")]
     Skip(task::TaskArgs),
+    #[command(about = "Cancel a task: stop its live attempt and do not run it again")]
     Cancel(task::TaskArgs),
     Cleanup(cleanup::CleanupArgs),
     Hook(hook::HookArgs),
@@ -122,6 +129,8 @@ pub enum Command {
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
     Demo(demo::DemoArgs),
+    Completions(completions::CompletionsArgs),
+    InstallMan(install_man::InstallManArgs),
     #[command(hide = true)]
     Debug(debug::DebugArgs),
     #[command(hide = true)]
@@ -186,6 +195,8 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),
+        Command::Completions(args) => completions::run(cli, args),
+        Command::InstallMan(args) => install_man::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
         Command::Demo(args) => demo::run(cli, args),
         Command::DemoAgent(args) => demo::agent(cli, args),

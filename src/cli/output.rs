@@ -56,9 +56,14 @@ impl Out {
     }
 }
 
-/// Whether stderr gets colour: a terminal, and `NO_COLOR` unset.
+/// Whether `NO_COLOR` asks for no colour: set and not empty (no-color.org).
+pub fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
+}
+
+/// Whether stderr gets colour: a terminal, and no `NO_COLOR`.
 pub fn colour_stderr() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    std::io::stderr().is_terminal() && !no_color()
 }
 
 /// Prints a status line to stderr.

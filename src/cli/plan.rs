@@ -77,6 +77,7 @@ pub struct ShowArgs {
     /// Revision number (default: the latest).
     #[arg(long, value_name = "N")]
     pub rev: Option<u32>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -84,6 +85,7 @@ pub struct ShowArgs {
 /// List stored plans with their revisions, hash and approval state.
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -420,10 +422,11 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.id)?;
     let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
-    let latest = all
-        .last()
-        .map(|r| r.revision)
-        .ok_or_else(|| CommandError::error(format!("no plan {id}")))?;
+    let latest = all.last().map(|r| r.revision).ok_or_else(|| {
+        CommandError::error(format!(
+            "no plan {id}\nhint: `git orch plan list` shows the stored plans"
+        ))
+    })?;
     let (from, to) = match (args.from, args.to) {
         (Some(a), Some(b)) => (a, b),
         (Some(a), None) => (a, latest),

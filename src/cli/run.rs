@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::ids::PlanId;
 use crate::run::driver::Progress;
 use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
@@ -58,34 +58,32 @@ pub fn run_error(e: RunError) -> CommandError {
     }
 }
 
-/// Prints progress lines on stderr.
+/// Prints progress lines on stderr, one per event (see
+/// [`progress::plain_line`]).
 pub fn print_progress(p: Progress) {
-    let line = match p {
-        Progress::Resumed { run, abandoned: 0 } => format!("run {run}: driving"),
-        Progress::Resumed { run, abandoned } => format!(
-            "run {run}: driving; {abandoned} attempt(s) left open by a previous driver were abandoned"
-        ),
-        Progress::Dispatched {
-            task,
-            attempt,
-            agent,
-        } => format!("  {task:<24} attempt {attempt} started ({agent})"),
-        Progress::Ended {
-            task,
-            attempt,
-            outcome,
-            reason,
-        } => match reason {
-            Some(r) => format!("  {task:<24} attempt {attempt} {}: {r}", outcome.as_str()),
-            None => format!("  {task:<24} attempt {attempt} {}", outcome.as_str()),
-        },
-        Progress::Stopping(why) => format!("stopping: {why}"),
-        Progress::Landed(attempt) => format!("  {attempt:<24} landed"),
-        Progress::LandingFailed { attempt, reason } => {
-            format!("  {attempt:<24} could not land: {reason}")
-        }
-    };
-    output::status(&line);
+    output::status(&progress::plain_line(&p));
+}
+
+/// One row per task in plan order, as the run stands (a resumed run has
+/// tasks done already).
+fn seed_rows(
+    renderer: &progress::Renderer,
+    state: &crate::state::RunState,
+    plan: &crate::plan::Plan,
+) {
+    let blocked = run::driver::blocked_tasks(state, plan);
+    for sub in &plan.subtasks {
+        let t = state.tasks.get(&sub.id);
+        let status = t.map_or(crate::state::TaskStatus::Pending, |t| {
+            t.status(run::retries_for(state, sub))
+        });
+        let label = match status.as_str() {
+            "pending" if blocked.contains(&sub.id) => "blocked",
+            s => s,
+        };
+        let attempt = t.and_then(|t| t.attempts.last()).map(|a| a.n);
+        renderer.task(sub.id.as_str(), label, attempt);
+    }
 }
 
 pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
@@ -106,7 +104,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         budget: args.budget,
         dry_run: args.dry_run,
     };
-    let ctx = match run::prepare(&store, &plan, &opts).map_err(run_error)? {
+    let mut ctx = match run::prepare(&store, &plan, &opts).map_err(run_error)? {
         Prepared::DryRun(d) => {
             let mut out = output::Out::new();
             out.line(&format!(
@@ -172,6 +170,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         .max_blocking_threads(4)
         .build()
         .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
+    let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
     let lander = {
         let store = open_store(&cli.directory)?;
         let runs = run::runs(&store)?;
@@ -179,6 +178,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             .get(&run_id)
             .expect("the run was just prepared")
             .clone();
+        seed_rows(&renderer, &state, ctx.plan());
         let queue = crate::merge::Queue::for_run(&store, &state, None, None)
             .map_err(|e| CommandError::error(e.to_string()))?;
         let queue = std::sync::Arc::new(queue);
@@ -188,9 +188,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         });
         lander
     };
-    let outcome = runtime
-        .block_on(run::drive(ctx, &print_progress, lander))
-        .map_err(run_error)?;
+    ctx.on_step = Some(run::StepObserver(std::sync::Arc::new({
+        let renderer = renderer.clone();
+        move |p| renderer.handle(p)
+    })));
+    let outcome = runtime.block_on(run::drive(ctx, &|p| renderer.handle(p), lander));
+    renderer.finish();
+    let outcome = outcome.map_err(run_error)?;
     match outcome {
         DriveOutcome::Finished(s) => {
             output::status(&format!(

@@ -14,6 +14,7 @@ use crate::state::{RunState, TaskStatus};
 pub struct StatusArgs {
     /// The run id.
     pub run: Option<String>,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
     /// Refresh every second until interrupted.

@@ -15,6 +15,7 @@ use crate::merge::verify;
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     pub commit: String,
+    /// Print the result as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -31,16 +32,22 @@ pub fn run(cli: &Cli, args: &VerifyArgs) -> CommandResult {
         let list = store
             .git()
             .run(["rev-list", "--end-of-options", &args.commit])
-            .map_err(|_| CommandError::error(format!("{:?} is not a commit range", args.commit)))?;
+            .map_err(|_| {
+                CommandError::error(format!(
+                    "{:?} is not a commit range\nhint: give it as A..B, e.g. origin/main..main",
+                    args.commit
+                ))
+            })?;
         list.lines()
             .map(|l| store.parse_oid(l.trim()))
             .collect::<Result<Vec<_>, _>>()?
     } else {
-        vec![
-            store
-                .resolve_commit(&args.commit)?
-                .ok_or_else(|| CommandError::error(format!("{:?} is not a commit", args.commit)))?,
-        ]
+        vec![store.resolve_commit(&args.commit)?.ok_or_else(|| {
+            CommandError::error(format!(
+                "{:?} is not a commit\nhint: give a commit id, branch or tag, or a range A..B",
+                args.commit
+            ))
+        })?]
     };
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?

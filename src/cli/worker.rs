@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::worker::{Report, Worker, WorkerOptions, WorkerOutcome};
 
 /// Work the approved runs of a shared remote, with other machines.
@@ -42,18 +42,15 @@ pub struct WorkerArgs {
     pub until_done: bool,
 }
 
-fn render(r: Report) {
+fn render(renderer: &progress::Renderer, r: Report) {
     match r {
-        Report::Run { run, progress } => {
-            let _ = run;
-            super::run::print_progress(progress);
-        }
+        Report::Run { progress, .. } => renderer.handle(progress),
         Report::Claimed {
             run,
             task,
             attempt,
             took_over_from: Some(from),
-        } => output::status(&format!(
+        } => renderer.note(&format!(
             "  {task:<24} claimed attempt {attempt} of {run}, taken over from {from} (its lease ran out)"
         )),
         Report::Claimed {
@@ -61,15 +58,15 @@ fn render(r: Report) {
             task,
             attempt,
             took_over_from: None,
-        } => output::status(&format!("  {task:<24} claimed attempt {attempt} of {run}")),
-        Report::LeaseLost { run, task } => output::status(&format!(
+        } => renderer.note(&format!("  {task:<24} claimed attempt {attempt} of {run}")),
+        Report::LeaseLost { run, task } => renderer.note(&format!(
             "  {task:<24} another worker took the claim on {run}/{task}; stopping the attempt here"
         )),
         Report::Skipped { run, why } => {
-            output::status(&format!("run {run}: not working it here: {why}"))
+            renderer.note(&format!("run {run}: not working it here: {why}"))
         }
-        Report::SyncFailed(why) => output::status(&format!("sync failed (will try again): {why}")),
-        Report::Finished { run, summary } => output::status(&format!(
+        Report::SyncFailed(why) => renderer.note(&format!("sync failed (will try again): {why}")),
+        Report::Finished { run, summary } => renderer.note(&format!(
             "Run {run} finished: {} of {} tasks done, {} attempts.",
             summary.done, summary.tasks, summary.attempts
         )),
@@ -90,7 +87,15 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         ));
     }
     let store = open_store(&cli.directory)?;
+    let renderer = std::sync::Arc::new(progress::Renderer::new(format!(
+        "worker on {}",
+        args.remote
+    )));
     let opts = WorkerOptions {
+        on_step: Some(crate::run::StepObserver(std::sync::Arc::new({
+            let renderer = renderer.clone();
+            move |p| renderer.handle(p)
+        }))),
         remote: args.remote.clone(),
         agent: args.agent.clone(),
         cap: args.cap,
@@ -110,10 +115,9 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         "Worker on {} (cap {}, lease {}s).",
         args.remote, args.cap, args.lease
     ));
-    match runtime
-        .block_on(worker.work(&render))
-        .map_err(|e| CommandError::error(e.to_string()))?
-    {
+    let outcome = runtime.block_on(worker.work(&|r| render(&renderer, r)));
+    renderer.finish();
+    match outcome.map_err(|e| CommandError::error(e.to_string()))? {
         WorkerOutcome::Done => Ok(exit::OK),
         WorkerOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,

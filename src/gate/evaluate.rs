@@ -35,7 +35,13 @@ pub struct Subject {
     /// The agent that wrote the attempt (for reviewer independence).
     pub writer_agent: String,
     pub settings: Settings,
+    /// Told the name of each command or review gate as it starts (for live
+    /// progress); not for cached or skipped ones.
+    pub on_gate: Option<GateStarted>,
 }
+
+/// Told the name of a gate as it starts.
+pub type GateStarted = std::sync::Arc<dyn Fn(&str) + Send + Sync>;
 
 /// All verdicts, and the failure they amount to, if any.
 #[derive(Debug, Clone)]
@@ -164,6 +170,11 @@ pub async fn evaluate(
             verdicts.push(skipped(def, "not run: the run was interrupted"));
             continue;
         }
+        let started = |name: &str| {
+            if let Some(tell) = &subject.on_gate {
+                tell(name);
+            }
+        };
         let verdict = match &def.kind {
             GateKind::Command { run } | GateKind::Verification { run } => {
                 match cache(&def.name, run) {
@@ -178,7 +189,10 @@ pub async fn evaluate(
                         mode: def.mode,
                         ..prev
                     },
-                    None => command::run(def, run, &place, cancel).await,
+                    None => {
+                        started(&def.name);
+                        command::run(def, run, &place, cancel).await
+                    }
                 }
             }
             GateKind::Review { agent } => {
@@ -205,6 +219,7 @@ pub async fn evaluate(
                             log_dir: &subject.log_dir,
                             attempt: subject.attempt,
                         };
+                        started(&def.name);
                         review::run(def, &input, cancel).await
                     }
                 }

@@ -358,7 +358,10 @@ impl Queue {
         let entries = entries.to_vec();
         blocking(&self.common_dir, move |store| {
             let tip = store.ref_target(&this.target_ref())?.ok_or_else(|| {
-                MergeError::Config(format!("the target branch {} does not exist", this.target))
+                MergeError::Config(format!(
+                    "the target branch {} does not exist\nhint: create it again where it was (`git branch {} <commit>`), then rerun",
+                    this.target, this.target
+                ))
             })?;
             let names = Names {
                 run: this.run.as_str(),

@@ -37,7 +37,9 @@ pub enum RevisionError {
         "no plan {0}\nhint: `git orch plan list` shows the stored plans; `git orch plan add <file>` stores one"
     )]
     NoSuchPlan(String),
-    #[error("plan {plan} has no revision {revision} (latest is {latest})")]
+    #[error(
+        "plan {plan} has no revision {revision} (latest is {latest})\nhint: `git orch plan list` shows each plan's revisions"
+    )]
     NoSuchRevision {
         plan: String,
         revision: u32,

@@ -93,6 +93,17 @@ fn end(job: &Job, agent: &str, outcome: Outcome, failure: Option<Failure>) -> En
     }
 }
 
+/// Tells the run's observer, if any, that the attempt is on `step`.
+fn step(job: &Job, step: impl Into<String>) {
+    if let Some(observe) = &job.ctx.on_step {
+        (observe.0)(super::driver::Progress::Step {
+            task: job.task.id.to_string(),
+            attempt: job.n,
+            step: step.into(),
+        });
+    }
+}
+
 /// Picks the first agent of the chain whose program is installed.
 fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
     let mut missing = Vec::new();
@@ -107,7 +118,10 @@ fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String>
             Err(e) => missing.push(e.to_string()),
         }
     }
-    Err(format!("no agent available: {}", missing.join("; ")))
+    Err(format!(
+        "no agent available: {} (install one, or choose another with --agent or orch.agent)",
+        missing.join("; ")
+    ))
 }
 
 /// Runs one attempt to its end; records every step.
@@ -335,6 +349,7 @@ async fn run_setup(
     setup: &str,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Result<(), Failure> {
+    step(job, "setup");
     let start = Instant::now();
     let spec = GroupSpec {
         program: "sh".into(),
@@ -406,6 +421,7 @@ async fn run_agent(
     env: &[(String, String)],
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Result<AgentOutcome, String> {
+    step(job, format!("agent {}", spec.name));
     let ctx = job.ctx.clone();
     let prompt = std::fs::read_to_string(&paths.prompt).map_err(|e| e.to_string())?;
     let inv = agent::invocation(
@@ -561,6 +577,7 @@ async fn judge(
     let agent_name = spec.name.clone();
     let c = ctx.clone();
     let base = job.base;
+    step(job, "committing the result");
     let permit = ctx
         .heavy
         .acquire()
@@ -611,6 +628,17 @@ async fn judge(
         log_dir: paths.log_dir.clone(),
         writer_agent: spec.name.clone(),
         settings: ctx.settings.clone(),
+        on_gate: ctx.on_step.clone().map(|observe| {
+            let (task, attempt) = (job.task.id.to_string(), job.n);
+            let tell: gate::evaluate::GateStarted = std::sync::Arc::new(move |gate: &str| {
+                (observe.0)(super::driver::Progress::Step {
+                    task: task.clone(),
+                    attempt,
+                    step: format!("gate {gate}"),
+                })
+            });
+            tell
+        }),
     };
     let stack = gate::evaluate(&subject, &job.gates, &lookup, cancel).await?;
     let ended = agent_run.ended;

@@ -56,8 +56,8 @@ pub fn control(
 ) -> Result<(), RunError> {
     if !run.tasks.contains_key(task) && !run_has_task(store, run, task)? {
         return Err(RunError::Config(format!(
-            "run {} has no task {task}",
-            run.id
+            "run {} has no task {task}\nhint: `git orch status {}` lists its tasks",
+            run.id, run.id
         )));
     }
     store.append(vec![Event::TaskControl {
@@ -248,13 +248,23 @@ pub async fn gate_attempt(
     let sub = rev
         .plan
         .subtask(task.as_str())
-        .ok_or_else(|| RunError::Config(format!("run {} has no task {task}", run.id)))?
+        .ok_or_else(|| {
+            RunError::Config(format!(
+                "run {} has no task {task}\nhint: `git orch status {}` lists its tasks",
+                run.id, run.id
+            ))
+        })?
         .clone();
     let attempt = run
         .tasks
         .get(task)
         .and_then(|t| t.attempts.iter().find(|a| a.n == n))
-        .ok_or_else(|| RunError::Config(format!("{}/{task} has no attempt {n}", run.id)))?;
+        .ok_or_else(|| {
+            RunError::Config(format!(
+                "{}/{task} has no attempt {n}\nhint: `git orch status {}` shows each task's attempts",
+                run.id, run.id
+            ))
+        })?;
     let Some((_, tree, _)) = &attempt.result else {
         return Err(RunError::Config(format!(
             "{}/{task} attempt {n} has no result commit yet",
@@ -277,6 +287,7 @@ pub async fn gate_attempt(
         .map_err(|e| RunError::Config(e.to_string()))?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
     let subject = crate::gate::Subject {
+        on_gate: None,
         common_dir: store.common_dir().to_owned(),
         task: sub.clone(),
         attempt: n,

@@ -90,6 +90,14 @@ pub enum Progress {
         outcome: Outcome,
         reason: Option<String>,
     },
+    /// An attempt moved on to a step: `setup`, `agent NAME`, `gate NAME`.
+    /// Attempts send it through [`super::RunContext::on_step`], from their
+    /// own tasks, not through `drive`'s callback.
+    Step {
+        task: String,
+        attempt: u32,
+        step: String,
+    },
     Stopping(String),
     Landed(String),
     LandingFailed {

@@ -49,7 +49,7 @@ pub enum RunError {
     Dirty { path: PathBuf, target: String },
     #[error("the target branch {0} does not exist\nhint: create it, or pass --target <branch>")]
     NoTarget(String),
-    #[error("--base {0:?} does not name a commit")]
+    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
     BadBase(String),
     #[error(
         "run {run} is being driven by another process ({holder})\nhint: wait for it to finish, watch it with `git orch status {run} --watch`, or stop that process"
@@ -97,6 +97,20 @@ pub struct RunContext {
     /// Bounds the disk-heavy steps (worktree checkout, committing a result)
     /// that run at once: beyond the number of cores they only add memory.
     pub heavy: std::sync::Arc<tokio::sync::Semaphore>,
+    /// Told the step each attempt is on, for live progress; `None`: no one
+    /// listens.
+    pub on_step: Option<StepObserver>,
+}
+
+/// Receives [`driver::Progress::Step`] from any attempt's task, as it
+/// happens (the driver's own events go to `drive`'s callback).
+#[derive(Clone)]
+pub struct StepObserver(pub std::sync::Arc<dyn Fn(driver::Progress) + Send + Sync>);
+
+impl std::fmt::Debug for StepObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StepObserver")
+    }
 }
 
 impl RunContext {
@@ -403,6 +417,7 @@ fn build_context(
         target,
         base,
         budget,
+        on_step: None,
     })
 }
 

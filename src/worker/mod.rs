@@ -39,7 +39,7 @@ use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
 use crate::store::{Oid, Store, StoreError};
 
 /// What the user asked for.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WorkerOptions {
     pub remote: String,
     /// Run every attempt here with this agent instead of the run's.
@@ -54,6 +54,8 @@ pub struct WorkerOptions {
     pub once: bool,
     /// Exit once no unfinished run is left.
     pub until_done: bool,
+    /// Told each step of the attempts run here (setup, agent, each gate).
+    pub on_step: Option<crate::run::StepObserver>,
 }
 
 /// Something worth showing.
@@ -252,6 +254,7 @@ impl Worker {
                     ctx.run_settings.agent = a.clone();
                     ctx.run_settings.fallback.clear();
                 }
+                ctx.on_step = self.opts.on_step.clone();
                 let ctx = Arc::new(ctx);
                 self.contexts.insert(run.id.clone(), ctx.clone());
                 Some(ctx)

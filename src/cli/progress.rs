@@ -1,0 +1,729 @@
+//! Progress of `run`, `merge` and `worker` on stderr, from
+//! [`Progress`] values.
+//!
+//! On a terminal ([`Mode::Live`]): one line per task (state, attempt,
+//! elapsed time, the current step or the last reason) under a summary
+//! line, redrawn in place with ANSI cursor movement at most ten times a
+//! second; lines about the run as a whole (stopping, abandoned attempts)
+//! scroll above it, and the last frame stays on screen. Elsewhere
+//! ([`Mode::Plain`]): one line per event, append-only, no escape codes.
+//! Colour only in live mode and never with `NO_COLOR` set.
+//!
+//! It knows nothing of how a run is driven: callers feed it `Progress`
+//! values and, where they know more (a resumed run, a merge queue), set
+//! rows with [`Renderer::task`]. It writes to stderr only; stdout stays
+//! for data (`--json`).
+
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::run::driver::Progress;
+
+use super::output;
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Rows redrawn in place (stderr is a terminal).
+    Live,
+    /// One line per event.
+    Plain,
+}
+
+impl Mode {
+    /// `GIT_ORCH_PROGRESS=tty|plain`, else live when stderr is a terminal.
+    pub fn detect() -> Mode {
+        match std::env::var("GIT_ORCH_PROGRESS").as_deref() {
+            Ok("tty") => Mode::Live,
+            Ok("plain") => Mode::Plain,
+            _ if std::io::stderr().is_terminal() => Mode::Live,
+            _ => Mode::Plain,
+        }
+    }
+}
+
+/// Shortest time between two frames.
+const FRAME: Duration = Duration::from_millis(100);
+
+/// The line `git orch run` printed for an event before live progress, and
+/// still prints in plain mode.
+pub fn plain_line(p: &Progress) -> String {
+    match p {
+        Progress::Resumed { run, abandoned: 0 } => format!("run {run}: driving"),
+        Progress::Resumed { run, abandoned } => format!(
+            "run {run}: driving; {abandoned} attempt(s) left open by a previous driver were abandoned"
+        ),
+        Progress::Dispatched {
+            task,
+            attempt,
+            agent,
+        } => format!("  {task:<24} attempt {attempt} started ({agent})"),
+        Progress::Step {
+            task,
+            attempt,
+            step,
+        } => format!("  {task:<24} attempt {attempt}: {step}"),
+        Progress::Ended {
+            task,
+            attempt,
+            outcome,
+            reason,
+        } => match reason {
+            Some(r) => format!("  {task:<24} attempt {attempt} {}: {r}", outcome.as_str()),
+            None => format!("  {task:<24} attempt {attempt} {}", outcome.as_str()),
+        },
+        Progress::Stopping(why) => format!("stopping: {why}"),
+        Progress::Landed(attempt) => format!("  {attempt:<24} landed"),
+        Progress::LandingFailed { attempt, reason } => {
+            format!("  {attempt:<24} could not land: {reason}")
+        }
+    }
+}
+
+/// One task's line.
+#[derive(Debug, Clone)]
+struct Row {
+    task: String,
+    state: String,
+    attempt: Option<u32>,
+    /// Since when the current state has lasted, while it lasts.
+    since: Option<Instant>,
+    /// How long the last timed state took, once over.
+    took: Option<Duration>,
+    /// The current step, or why the attempt ended.
+    detail: String,
+}
+
+impl Row {
+    fn elapsed(&self, now: Instant) -> Option<Duration> {
+        match (self.since, self.took) {
+            (Some(s), _) => Some(now.saturating_duration_since(s)),
+            (None, t) => t,
+        }
+    }
+}
+
+/// What the renderer knows and has drawn.
+struct State {
+    mode: Mode,
+    colour: bool,
+    /// Columns; `None`: ask the terminal at each frame.
+    width: Option<usize>,
+    out: Box<dyn Write + Send>,
+    title: String,
+    started: Instant,
+    rows: Vec<Row>,
+    /// Lines to print above the rows at the next frame.
+    notes: Vec<String>,
+    stopping: bool,
+    /// Lines of the last frame, still on screen below the notes.
+    drawn: usize,
+    last_frame: Vec<String>,
+    finished: bool,
+}
+
+/// Shows progress; feed it with [`Renderer::handle`] (it is `Sync`, so
+/// `&|p| r.handle(p)` is a `drive` callback) and end it with
+/// [`Renderer::finish`] (dropping it does the same).
+pub struct Renderer {
+    shared: Arc<(Mutex<State>, Condvar)>,
+    ticker: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The terminal's columns and rows, if stderr is one that knows its size.
+fn terminal_size() -> Option<(usize, usize)> {
+    // SAFETY: TIOCGWINSZ only fills the winsize struct passed to it.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0 && ws.ws_row > 0).then_some((ws.ws_col as usize, ws.ws_row as usize))
+}
+
+/// How much a state matters when not every row fits: live work first,
+/// then trouble, then the rest.
+fn urgency(state: &str) -> u8 {
+    match state {
+        "running" | "landing" => 0,
+        "failed" | "not landed" | "abandoned" => 1,
+        _ => 2,
+    }
+}
+
+impl Renderer {
+    /// A renderer on stderr in the detected mode, titled e.g. `run 1a2b of
+    /// plan p`.
+    pub fn new(title: impl Into<String>) -> Self {
+        let mode = Mode::detect();
+        let colour = mode == Mode::Live && !output::no_color();
+        Self::with(mode, colour, None, Box::new(std::io::stderr()), title)
+    }
+
+    /// A renderer with everything chosen by the caller (tests pick the
+    /// mode, colour, width and where the bytes go).
+    pub fn with(
+        mode: Mode,
+        colour: bool,
+        width: Option<usize>,
+        out: Box<dyn Write + Send>,
+        title: impl Into<String>,
+    ) -> Self {
+        let state = State {
+            mode,
+            colour,
+            width,
+            out,
+            title: title.into(),
+            started: Instant::now(),
+            rows: Vec::new(),
+            notes: Vec::new(),
+            stopping: false,
+            drawn: 0,
+            last_frame: Vec::new(),
+            finished: false,
+        };
+        let shared = Arc::new((Mutex::new(state), Condvar::new()));
+        let ticker = (mode == Mode::Live).then(|| {
+            let shared = shared.clone();
+            std::thread::spawn(move || tick(&shared))
+        });
+        Self {
+            shared,
+            ticker: Mutex::new(ticker),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while drawing leaves nothing half-updated that matters.
+        self.shared.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds or updates a task's row without an event (a resumed run's
+    /// finished tasks, what waits in a merge queue). Rows keep the order
+    /// in which they first appear.
+    pub fn task(&self, task: &str, state: &str, attempt: Option<u32>) {
+        let mut s = self.state();
+        if s.finished {
+            return;
+        }
+        let row = s.row(task);
+        row.state = state.to_owned();
+        if attempt.is_some() {
+            row.attempt = attempt;
+        }
+        if matches!(state, "running" | "landing") {
+            row.since = Some(Instant::now());
+            row.took = None;
+        } else if let Some(since) = row.since.take() {
+            row.took = Some(since.elapsed());
+        }
+        row.detail.clear();
+        drop(s);
+        self.shared.1.notify_one();
+    }
+
+    /// A line about the whole run: above the rows, or a plain line.
+    pub fn note(&self, line: &str) {
+        let mut s = self.state();
+        if s.finished {
+            return;
+        }
+        match s.mode {
+            Mode::Live => {
+                s.notes.push(line.to_owned());
+                drop(s);
+                self.shared.1.notify_one();
+            }
+            Mode::Plain => s.write_line(line),
+        }
+    }
+
+    /// Takes in one event.
+    pub fn handle(&self, p: Progress) {
+        let mut s = self.state();
+        if s.finished {
+            return;
+        }
+        if s.mode == Mode::Plain {
+            let line = plain_line(&p);
+            s.write_line(&line);
+            return;
+        }
+        let now = Instant::now();
+        match p {
+            Progress::Resumed { abandoned, .. } => {
+                if abandoned > 0 {
+                    s.notes.push(format!(
+                        "{abandoned} attempt(s) left open by a previous driver were abandoned"
+                    ));
+                }
+            }
+            Progress::Dispatched {
+                task,
+                attempt,
+                agent,
+            } => {
+                let row = s.row(&task);
+                row.state = "running".into();
+                row.attempt = Some(attempt);
+                row.since = Some(now);
+                row.took = None;
+                row.detail = format!("agent {agent}");
+            }
+            Progress::Step {
+                task,
+                attempt,
+                step,
+            } => {
+                let row = s.row(&task);
+                // A step of an attempt that has ended already is stale.
+                if row.attempt == Some(attempt) && row.state == "running" {
+                    row.detail = step;
+                }
+            }
+            Progress::Ended {
+                task,
+                attempt,
+                outcome,
+                reason,
+            } => {
+                let row = s.row(&task);
+                row.state = outcome.as_str().to_owned();
+                row.attempt = Some(attempt);
+                if let Some(since) = row.since.take() {
+                    row.took = Some(now.saturating_duration_since(since));
+                }
+                row.detail = match (outcome, reason) {
+                    (_, Some(r)) => r,
+                    (crate::event::Outcome::Passed, None) => "waiting to land".into(),
+                    (_, None) => String::new(),
+                };
+            }
+            Progress::Stopping(why) => {
+                s.stopping = true;
+                s.notes.push(format!("stopping: {why}"));
+            }
+            Progress::Landed(label) => {
+                let (task, attempt) = split_label(&label);
+                let row = s.row(task);
+                row.state = "landed".into();
+                row.attempt = attempt.or(row.attempt);
+                if let Some(since) = row.since.take() {
+                    row.took = Some(now.saturating_duration_since(since));
+                }
+                row.detail.clear();
+            }
+            Progress::LandingFailed { attempt, reason } => {
+                let (task, n) = split_label(&attempt);
+                let row = s.row(task);
+                row.state = "not landed".into();
+                row.attempt = n.or(row.attempt);
+                if let Some(since) = row.since.take() {
+                    row.took = Some(now.saturating_duration_since(since));
+                }
+                row.detail = reason;
+            }
+        }
+        // The ticker draws; wake it so a change shows within one frame.
+        self.shared.1.notify_one();
+    }
+
+    /// Draws the last frame and leaves it on screen; later events are
+    /// not shown.
+    pub fn finish(&self) {
+        {
+            let mut s = self.state();
+            if s.finished {
+                return;
+            }
+            s.finished = true;
+        }
+        self.shared.1.notify_one();
+        let ticker = self.ticker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(t) = ticker {
+            let _ = t.join();
+        }
+        let mut s = self.state();
+        if s.mode == Mode::Live {
+            s.draw(Instant::now(), true);
+        }
+    }
+}
+
+impl Drop for Renderer {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// `task/3` → (`task`, Some(3)).
+fn split_label(label: &str) -> (&str, Option<u32>) {
+    match label.rsplit_once('/') {
+        Some((task, n)) => (task, n.parse().ok()),
+        None => (label, None),
+    }
+}
+
+/// The ticker: redraws when something changed, at most once a frame, and
+/// every second for the clocks.
+fn tick(shared: &(Mutex<State>, Condvar)) {
+    let (lock, wake) = shared;
+    // The first frame waits one frame, for the caller to add its rows.
+    let mut last = Instant::now();
+    let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        if s.finished {
+            return;
+        }
+        let since = last.elapsed();
+        if since < FRAME {
+            s = wake
+                .wait_timeout(s, FRAME - since)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            continue;
+        }
+        s.draw(Instant::now(), false);
+        last = Instant::now();
+        s = wake
+            .wait_timeout(s, Duration::from_secs(1))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+}
+
+/// SGR colour of a state.
+fn state_colour(state: &str) -> &'static str {
+    match state {
+        "running" | "landing" => "\x1b[33m",
+        "passed" => "\x1b[32m",
+        "landed" | "done" => "\x1b[1;32m",
+        "failed" | "not landed" => "\x1b[31m",
+        "abandoned" | "cancelled" | "blocked" => "\x1b[35m",
+        _ => "\x1b[2m",
+    }
+}
+
+/// Cuts `s` to `width` characters, marking the cut with `…`.
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+impl State {
+    fn row(&mut self, task: &str) -> &mut Row {
+        let i = match self.rows.iter().position(|r| r.task == task) {
+            Some(i) => i,
+            None => {
+                self.rows.push(Row {
+                    task: task.to_owned(),
+                    state: "pending".into(),
+                    attempt: None,
+                    since: None,
+                    took: None,
+                    detail: String::new(),
+                });
+                self.rows.len() - 1
+            }
+        };
+        &mut self.rows[i]
+    }
+
+    fn write_line(&mut self, line: &str) {
+        let _ = writeln!(self.out, "{line}");
+    }
+
+    /// The summary line and one line per row, each cut to the width, with
+    /// the states coloured when colour is on.
+    fn frame(&self, now: Instant, every_row: bool) -> Vec<String> {
+        let size = terminal_size();
+        let width = self.width.or(size.map(|s| s.0)).unwrap_or(80).max(20) - 1;
+        // The cursor cannot move above the screen: a frame taller than the
+        // terminal would smear, so it keeps the rows that matter most. The
+        // last frame is never redrawn and may scroll.
+        let height = match size {
+            Some((_, rows)) if !every_row => rows.max(4),
+            _ => usize::MAX,
+        };
+        self.frame_in(now, width, height)
+    }
+
+    /// [`Self::frame`] for a `width` × `height` screen (each line at most
+    /// `width` characters, at most `height - 1` lines).
+    fn frame_in(&self, now: Instant, width: usize, height: usize) -> Vec<String> {
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for r in &self.rows {
+            match counts.iter_mut().find(|(s, _)| *s == r.state) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((&r.state, 1)),
+            }
+        }
+        let summary = counts
+            .iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let clock = output::format_duration(now.saturating_duration_since(self.started).as_secs());
+        let mut head = if summary.is_empty() {
+            format!("{} · {clock}", self.title)
+        } else {
+            format!("{}: {summary} · {clock}", self.title)
+        };
+        if self.stopping {
+            head.push_str(" · stopping");
+        }
+        let mut lines = vec![fit(&head, width)];
+        let task_w = self
+            .rows
+            .iter()
+            .map(|r| r.task.chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(4, 24);
+        let room = height.saturating_sub(2).max(1);
+        let mut shown: Vec<&Row> = self.rows.iter().collect();
+        let mut hidden = 0;
+        if shown.len() > room {
+            let mut by_urgency: Vec<usize> = (0..shown.len()).collect();
+            by_urgency.sort_by_key(|&i| urgency(&shown[i].state));
+            let keep: std::collections::BTreeSet<usize> =
+                by_urgency.into_iter().take(room - 1).collect();
+            hidden = shown.len() - keep.len();
+            shown = keep.into_iter().map(|i| shown[i]).collect();
+        }
+        for r in shown {
+            let attempt = r.attempt.map(|n| format!("#{n}")).unwrap_or_default();
+            let elapsed = r
+                .elapsed(now)
+                .map(|d| output::format_duration(d.as_secs()))
+                .unwrap_or_default();
+            let task = fit(&r.task, task_w);
+            let before = format!("  {task:<task_w$} ");
+            let state = format!("{:<10}", r.state);
+            let after = format!(" {attempt:>3} {elapsed:>6}  {}", r.detail);
+            let line = fit(&format!("{before}{state}{after}"), width);
+            let line = line.trim_end().to_owned();
+            let coloured = line
+                .strip_prefix(before.as_str())
+                .and_then(|rest| rest.strip_prefix(r.state.as_str()))
+                .filter(|_| self.colour)
+                .map(|rest| format!("{before}{}{}\x1b[0m{rest}", state_colour(&r.state), r.state));
+            lines.push(coloured.unwrap_or(line));
+        }
+        if hidden > 0 {
+            lines.push(fit(
+                &format!("  … and {hidden} more (`git orch status` lists every task)"),
+                width,
+            ));
+        }
+        lines
+    }
+
+    /// Writes pending notes and, if it changed (or `last`), the frame,
+    /// over the previous one; the `last` frame shows every row.
+    fn draw(&mut self, now: Instant, last: bool) {
+        let force = last;
+        let lines = self.frame(now, last);
+        if !force && self.notes.is_empty() && lines == self.last_frame {
+            return;
+        }
+        let mut buf = String::new();
+        if self.drawn > 0 {
+            buf.push_str(&format!("\r\x1b[{}A", self.drawn));
+        }
+        for note in self.notes.drain(..) {
+            buf.push_str("\x1b[2K");
+            buf.push_str(&note);
+            buf.push('\n');
+        }
+        for line in &lines {
+            buf.push_str("\x1b[2K");
+            buf.push_str(line);
+            buf.push('\n');
+        }
+        // Anything a longer frame left below.
+        buf.push_str("\x1b[J");
+        let _ = self.out.write_all(buf.as_bytes());
+        let _ = self.out.flush();
+        self.drawn = lines.len();
+        self.last_frame = lines;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Outcome;
+
+    /// A writer whose bytes the test can read.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("sink").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Sink {
+        fn text(&self) -> String {
+            String::from_utf8_lossy(&self.0.lock().expect("sink")).into_owned()
+        }
+    }
+
+    fn events() -> Vec<Progress> {
+        vec![
+            Progress::Resumed {
+                run: "r1".into(),
+                abandoned: 1,
+            },
+            Progress::Dispatched {
+                task: "api".into(),
+                attempt: 1,
+                agent: "fake".into(),
+            },
+            Progress::Step {
+                task: "api".into(),
+                attempt: 1,
+                step: "gate tests".into(),
+            },
+            Progress::Ended {
+                task: "api".into(),
+                attempt: 1,
+                outcome: Outcome::Passed,
+                reason: None,
+            },
+            // Late: the attempt has ended.
+            Progress::Step {
+                task: "api".into(),
+                attempt: 1,
+                step: "gate lint".into(),
+            },
+            Progress::Landed("api/1".into()),
+        ]
+    }
+
+    #[test]
+    fn plain_mode_prints_one_line_per_event_without_escapes() {
+        let sink = Sink::default();
+        let r = Renderer::with(Mode::Plain, false, None, Box::new(sink.clone()), "run r1");
+        for e in events() {
+            r.handle(e);
+        }
+        r.finish();
+        let text = sink.text();
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert_eq!(text.lines().count(), 6, "{text}");
+        assert!(text.contains("api                      attempt 1 started (fake)"));
+        assert!(text.contains("api                      attempt 1: gate tests"));
+        assert!(
+            text.ends_with("  api/1                    landed\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn live_frames_show_state_attempt_and_step_and_ignore_late_steps() {
+        let sink = Sink::default();
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(60),
+            Box::new(sink.clone()),
+            "run r1",
+        );
+        r.task("web", "done", Some(2));
+        r.handle(events()[1].clone());
+        r.handle(events()[2].clone());
+        let mid = r.state().frame(Instant::now(), false);
+        assert!(
+            mid[0].starts_with("run r1: 1 done, 1 running · "),
+            "{mid:?}"
+        );
+        assert!(mid[2].starts_with("  api  running     #1 "), "{mid:?}");
+        assert!(mid[2].ends_with("gate tests"), "{mid:?}");
+        for e in events().into_iter().skip(3) {
+            r.handle(e);
+        }
+        let end = r.state().frame(Instant::now(), false);
+        assert!(end[2].starts_with("  api  landed      #1"), "{end:?}");
+        assert!(!end[2].contains("gate lint"), "{end:?}");
+        r.finish();
+        let text = sink.text();
+        assert!(text.contains("\x1b[2K"), "{text:?}");
+        assert!(text.ends_with("\x1b[J"), "the final frame stays: {text:?}");
+        assert!(!text.contains("\x1b[3"), "no colour asked for: {text:?}");
+    }
+
+    #[test]
+    fn live_redraws_move_the_cursor_back_over_the_last_frame() {
+        let sink = Sink::default();
+        let r = Renderer::with(Mode::Live, true, Some(60), Box::new(sink.clone()), "merge");
+        r.task("a", "landing", Some(1));
+        std::thread::sleep(FRAME * 2);
+        r.handle(Progress::Landed("a/1".into()));
+        r.note("stopping: nothing else");
+        r.finish();
+        let text = sink.text();
+        // Two lines (summary and row) drawn, then redrawn from the top.
+        assert!(text.contains("\r\x1b[2A"), "{text:?}");
+        assert!(text.contains("\x1b[33mlanding"), "{text:?}");
+        assert!(text.contains("\x1b[1;32mlanded"), "{text:?}");
+        let note = text.find("stopping: nothing else").expect("note");
+        assert!(
+            note < text.rfind("landed").expect("final frame"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn a_short_terminal_keeps_running_rows_and_counts_the_rest() {
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(80),
+            Box::new(Sink::default()),
+            "run",
+        );
+        for i in 0..10 {
+            r.task(&format!("t{i}"), "pending", None);
+        }
+        r.task("t7", "running", Some(1));
+        let lines = r.state().frame_in(Instant::now(), 79, 5);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(lines[0].contains("9 pending, 1 running"), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("t7") && l.contains("running"))
+        );
+        assert!(lines[3].contains("and 8 more"), "{lines:?}");
+    }
+
+    #[test]
+    fn long_lines_are_cut_to_the_width() {
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(30),
+            Box::new(Sink::default()),
+            "run",
+        );
+        r.handle(Progress::Ended {
+            task: "a-very-long-task-name-indeed".into(),
+            attempt: 3,
+            outcome: Outcome::Failed,
+            reason: Some("gate tests failed: 3 of 120 tests failed in the suite".into()),
+        });
+        for line in r.state().frame(Instant::now(), false) {
+            assert!(line.chars().count() <= 29, "{line:?}");
+        }
+    }
+}
