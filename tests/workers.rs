@@ -173,6 +173,9 @@ fn a_killed_workers_claim_is_taken_over_after_its_lease() {
     std::fs::write(scripts.join("t0.1.script"), "hang\n").expect("script");
     std::fs::write(scripts.join("t0.2.script"), "write src/t0/done yes\n").expect("script");
     std::fs::write(scripts.join("t1.script"), "write src/t1/done yes\n").expect("script");
+    // The remote enforces the rules: landings must verify.
+    let bare_str = bare.to_string_lossy().into_owned();
+    sb.orch_ok(&a, &["-C", &bare_str, "hooks", "install", "--server"]);
     // Worker A claims t0 and hangs in it.
     let dead = worker(&sb, &a, &["--agent", "fake", "--cap", "1", "--lease", "2"]);
     let start = Instant::now();
@@ -192,6 +195,13 @@ fn a_killed_workers_claim_is_taken_over_after_its_lease() {
         }
         std::thread::sleep(Duration::from_millis(100));
     };
+    // Status shows who holds the task and how fresh the lease is.
+    let held: serde_json::Value =
+        serde_json::from_str(sb.orch_ok(&bare, &["status", &run, "--json"]).trim()).expect("json");
+    let claim = &held["tasks"][0]["claim"];
+    assert!(claim["writer"].is_string(), "{held}");
+    assert_eq!(claim["lease_secs"], 2);
+    assert!(claim["lease_age_ms"].as_i64().expect("age") < 10_000);
     // SIGKILL the worker; its agent would live on on that machine, so stop
     // it too (a group id we read from the log, checked > 1).
     let mut dead = dead;

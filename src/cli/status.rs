@@ -80,9 +80,30 @@ pub fn rows(
                 }
             })),
             "writer": last.map(|a| a.writer.to_string()),
+            "claim": claim_of(run, sub.id.as_str(), last.map(|a| a.n)),
         }));
     }
     Ok(out)
+}
+
+/// The worker claim on a task's latest attempt, if a worker runs it: who
+/// holds it and how long since the holder last renewed it.
+fn claim_of(run: &RunState, task: &str, attempt: Option<u32>) -> serde_json::Value {
+    match run.claim_of(task) {
+        Some((commit, c)) if Some(c.attempt) == attempt || attempt.is_none() => {
+            let age_ms = (now_ms() - c.renewed_ms).max(0);
+            serde_json::json!({
+                "commit": commit,
+                "writer": c.writer,
+                "host": c.host,
+                "lease_secs": c.lease_secs,
+                "lease_age_ms": age_ms,
+                "expired": age_ms > (c.lease_secs as i64) * 1000,
+                "took_over_from": c.took_over_from,
+            })
+        }
+        _ => serde_json::Value::Null,
+    }
 }
 
 fn render(
@@ -120,6 +141,23 @@ fn render(
         run.cost()
     )];
     for r in &rows {
+        let held = &r["claim"];
+        let holder = if held.is_object() && matches!(r["status"].as_str(), Some("running")) {
+            let age = held["lease_age_ms"].as_i64().unwrap_or(0) / 1000;
+            format!(
+                "  [{} on {}, renewed {} ago{}]",
+                held["writer"].as_str().unwrap_or("?"),
+                held["host"].as_str().unwrap_or("?"),
+                output::format_duration(age as u64),
+                if held["expired"] == true {
+                    ", lease expired"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            String::new()
+        };
         let s = |k: &str| {
             r[k].as_str()
                 .map(str::to_owned)
@@ -143,7 +181,7 @@ fn render(
                 (serde_json::Value::String(f), _) => f.clone(),
                 (_, serde_json::Value::String(g)) => g.clone(),
                 _ => String::new(),
-            }
+            } + &holder
         ));
     }
     Ok(lines)

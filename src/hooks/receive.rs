@@ -236,14 +236,21 @@ fn check_orch_ref(store: &Store, line: &ReceiveLine) -> Result<Vec<Refusal>, Hoo
             }
         }
     } else if let Some(claim) = rest.strip_prefix("claims/") {
-        let ok = claim
-            .split_once('/')
-            .is_some_and(|(run, task)| RunId::new(run).is_ok() && TaskId::new(task).is_ok());
+        let ok = claim.split_once('/').is_some_and(|(run, what)| {
+            RunId::new(run).is_ok()
+                && (TaskId::new(what).is_ok() || what == crate::store::remote::QUEUE_CLAIM)
+        });
         if !ok {
             out.push(refuse(
-                format!("{} is not refs/orch/claims/<run>/<task>", line.reference),
+                format!(
+                    "{} is not refs/orch/claims/<run>/<task> or refs/orch/claims/<run>/{}",
+                    line.reference,
+                    crate::store::remote::QUEUE_CLAIM
+                ),
                 malformed,
             ));
+        } else if let Err(e) = store.read_claim(new) {
+            out.push(refuse(first_line(&e.to_string()), malformed));
         }
     }
     Ok(out)

@@ -649,10 +649,15 @@ impl Queue {
                             .iter()
                             .filter_map(|u| u.new.map(|n| (n, u.name.clone())))
                             .collect();
-                        Ok(match store.push_atomic(remote, &pushes)? {
-                            crate::store::remote::Pushed::Accepted => true,
-                            crate::store::remote::Pushed::Rejected(_) => false,
-                        })
+                        match store.push_atomic(remote, &pushes)? {
+                            crate::store::remote::Pushed::Accepted => Ok(true),
+                            pushed if pushed.lost_race() => Ok(false),
+                            crate::store::remote::Pushed::Rejected(why) => {
+                                Err(MergeError::Config(format!(
+                                    "{remote} refused the landing: {why}\nhint: `git orch verify` on the candidate and the remote's hook output say why"
+                                )))
+                            }
+                        }
                     },
                 )?;
                 return Ok(if published.is_some() {

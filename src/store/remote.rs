@@ -53,6 +53,30 @@ pub enum Pushed {
     Rejected(String),
 }
 
+impl Pushed {
+    /// Whether a rejection only means a ref moved meanwhile (lost a race:
+    /// read again and retry), as opposed to a hook or a rule refusing it.
+    pub fn lost_race(&self) -> bool {
+        match self {
+            Pushed::Accepted => false,
+            Pushed::Rejected(why) => {
+                // Two pushes creating one ref at once: the loser's ref
+                // transaction fails to lock or finds the ref made.
+                !why.contains("hook declined")
+                    && [
+                        "non-fast-forward",
+                        "fetch first",
+                        "stale info",
+                        "already exists",
+                        "cannot lock ref",
+                    ]
+                    .iter()
+                    .any(|k| why.contains(k))
+            }
+        }
+    }
+}
+
 impl Store {
     /// The claim ref of `what` in `run`.
     pub fn claim_ref(run: &str, what: &str) -> String {
@@ -163,5 +187,29 @@ impl Store {
             }));
         }
         self.ref_target(&tracking)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn races_are_told_from_refusals() {
+        for race in [
+            "[rejected] (fetch first)",
+            "[rejected] (non-fast-forward)",
+            "[remote rejected] (atomic transaction failed): error: cannot lock ref 'refs/orch/claims/r/t': reference already exists",
+        ] {
+            assert!(Pushed::Rejected(race.into()).lost_race(), "{race}");
+        }
+        for refusal in [
+            "[remote rejected] (pre-receive hook declined): git-orch: refs/heads/main: not landed",
+            "[remote rejected] (atomic transaction failed); [remote rejected] (pre-receive hook declined)",
+            "[remote rejected] (deny updating a hidden ref)",
+        ] {
+            assert!(!Pushed::Rejected(refusal.into()).lost_race(), "{refusal}");
+        }
+        assert!(!Pushed::Accepted.lost_race());
     }
 }

@@ -76,6 +76,11 @@ impl Store {
             report.rounds = round;
             self.fetch(remote)?;
             self.integrate(remote, &mut report)?;
+            if !self.ahead_of(remote)? {
+                // Everything here is what the fetch just saw there: a push
+                // would only cost a round trip to learn that.
+                return Ok(report);
+            }
             match self.push(remote)? {
                 PushOutcome::Accepted { sent } => {
                     report.pushed |= sent;
@@ -88,6 +93,23 @@ impl Store {
             reference: format!("{remote} refs/orch/*"),
             attempts: MAX_ROUNDS,
         })
+    }
+
+    /// Whether some local `refs/orch/*` ref differs from the remote's value
+    /// as of the last fetch (so a push has something to send).
+    fn ahead_of(&self, remote: &str) -> Result<bool> {
+        let prefix = format!("{REMOTES_PREFIX}{remote}/");
+        let theirs: std::collections::HashMap<String, Oid> = self
+            .refs_with_prefix(&prefix)?
+            .into_iter()
+            .map(|(name, oid)| (name[prefix.len()..].to_owned(), oid))
+            .collect();
+        for (name, oid) in self.refs_with_prefix(ORCH_PREFIX)? {
+            if theirs.get(&name[ORCH_PREFIX.len()..]) != Some(&oid) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// `git fetch` of the remote's `refs/orch/*` into the tracking namespace.

@@ -458,8 +458,14 @@ impl Worker {
             .store
             .push_atomic(&self.opts.remote, &[(commit, name)])?
         {
-            Pushed::Rejected(_) => return Ok(false),
             Pushed::Accepted => {}
+            pushed if pushed.lost_race() => return Ok(false),
+            Pushed::Rejected(why) => {
+                return Err(WorkerError::Config(format!(
+                    "{} refused the claim on {}/{task}: {why}",
+                    self.opts.remote, run.id
+                )));
+            }
         }
         let mut events = vec![Event::Claimed {
             run_id: run.id.clone(),
@@ -611,12 +617,18 @@ impl Worker {
                 claimed_ms: now_ms(),
             };
             let commit = self.store.write_claim(&claim, previous)?;
-            if self
+            match self
                 .store
                 .push_atomic(&self.opts.remote, &[(commit, name)])?
-                != Pushed::Accepted
             {
-                continue;
+                Pushed::Accepted => {}
+                pushed if pushed.lost_race() => continue,
+                Pushed::Rejected(why) => {
+                    return Err(WorkerError::Config(format!(
+                        "{} refused the merge queue claim of {}: {why}",
+                        self.opts.remote, run.id
+                    )));
+                }
             }
             self.store.append(vec![Event::Claimed {
                 run_id: run.id.clone(),
