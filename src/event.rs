@@ -242,6 +242,18 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         verdicts: Vec<Verdict>,
     },
+    /// A `landed` record whose target move did not happen (the process was
+    /// killed between the two, or someone moved the target in between):
+    /// the attempt waits in the queue again. Only `new` identifies the
+    /// landing it voids.
+    LandingVoided {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        /// The `new` of the voided `landed` event.
+        new: String,
+        reason: String,
+    },
     /// The integration gate's verdict on a candidate (one or a stack of
     /// attempts on top of the target).
     IntegrationVerdict {
@@ -594,6 +606,7 @@ impl Event {
             Event::TaskControl { .. } => "task_control",
             Event::Landed { .. } => "landed",
             Event::LandingFailed { .. } => "landing_failed",
+            Event::LandingVoided { .. } => "landing_voided",
             Event::IntegrationVerdict { .. } => "integration_verdict",
             Event::RunStopped { .. } => "run_stopped",
             Event::RunFinished { .. } => "run_finished",
@@ -621,6 +634,7 @@ impl Event {
             | Event::TaskControl { run_id, .. }
             | Event::Landed { run_id, .. }
             | Event::LandingFailed { run_id, .. }
+            | Event::LandingVoided { run_id, .. }
             | Event::IntegrationVerdict { run_id, .. }
             | Event::RunStopped { run_id, .. }
             | Event::RunFinished { run_id, .. }
@@ -645,6 +659,7 @@ impl Event {
             | Event::TaskControl { task, .. }
             | Event::Landed { task, .. }
             | Event::LandingFailed { task, .. }
+            | Event::LandingVoided { task, .. }
             | Event::WorkspaceCleaned { task, .. } => Some(task),
             _ => None,
         }
@@ -790,6 +805,13 @@ impl Event {
                 "{run_id}/{task} attempt {attempt} could not land: {}",
                 failure.reason
             ),
+            Event::LandingVoided {
+                run_id,
+                task,
+                attempt,
+                reason,
+                ..
+            } => format!("{run_id}/{task} attempt {attempt} landing voided: {reason}"),
             Event::IntegrationVerdict {
                 run_id,
                 candidate,

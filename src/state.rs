@@ -537,6 +537,21 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 a.landed = Some((new.clone(), commits.clone()));
             }
         }
+        Event::LandingVoided {
+            run_id,
+            task,
+            attempt,
+            new,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+                && a.landed.as_ref().is_some_and(|(n, _)| n == new)
+            {
+                a.landed = None;
+            }
+        }
         Event::LandingFailed {
             run_id,
             task,

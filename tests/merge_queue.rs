@@ -493,3 +493,110 @@ fn a_dirty_checked_out_target_is_refused_and_the_users_files_are_untouched() {
     );
     assert!(landed_events(&sb, &p.repo).is_empty());
 }
+
+#[test]
+fn an_interrupted_landing_is_completed_or_voided_by_the_next_one() {
+    let mut sb = Sandbox::new();
+    let p = make(&mut sb, 2, None);
+    for i in 0..2 {
+        p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
+    }
+    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    let out = sb.orch(
+        &p.repo,
+        &[
+            "run", "proj", "--agent", "fake", "--cap", "2", "--base", "main",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    let run = status_json(&sb, &p.repo)["run"]
+        .as_str()
+        .expect("run")
+        .to_owned();
+    let tip = sb.git(&p.repo, &["rev-parse", "main"]);
+    let tree = sb.git(&p.repo, &["rev-parse", "main^{tree}"]);
+    let made = sb.git(
+        &p.repo,
+        &["commit-tree", &tree, "-p", &tip, "-m", "candidate"],
+    );
+    // A process recorded t0's landing on main and was killed before main
+    // moved: the next landing completes it.
+    let store = git_orch::store::Store::open(&p.repo).expect("store");
+    let landed = |task: &str, old: &str, new: &str| git_orch::event::Event::Landed {
+        run_id: git_orch::ids::RunId::new(run.clone()).expect("id"),
+        task: git_orch::ids::TaskId::new(task).expect("id"),
+        attempt: 1,
+        target: "main".into(),
+        old: old.into(),
+        new: new.into(),
+        strategy: "rebase".into(),
+        commits: vec![new.into()],
+    };
+    store
+        .append(vec![landed("t0", &tip, &made)])
+        .expect("append");
+    let out = sb.orch(&p.repo, &["merge"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let history = target_history(&sb, &p.repo);
+    assert_eq!(history[history.len() - 2], made, "rolled forward first");
+    assert_eq!(sb.git(&p.repo, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_landing_record_whose_target_moved_elsewhere_is_voided_and_lands_again() {
+    let mut sb = Sandbox::new();
+    let p = make(&mut sb, 2, None);
+    for i in 0..2 {
+        p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
+    }
+    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    let out = sb.orch(
+        &p.repo,
+        &[
+            "run", "proj", "--agent", "fake", "--cap", "2", "--base", "main",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    let run = status_json(&sb, &p.repo)["run"]
+        .as_str()
+        .expect("run")
+        .to_owned();
+    let tree = sb.git(&p.repo, &["rev-parse", "main^{tree}"]);
+    let elsewhere = sb.git(&p.repo, &["commit-tree", &tree, "-m", "elsewhere"]);
+    let never = sb.git(
+        &p.repo,
+        &["commit-tree", &tree, "-p", &elsewhere, "-m", "never"],
+    );
+    // Killed between recording t1's landing and moving main, and main is
+    // no longer where that landing started.
+    let store = git_orch::store::Store::open(&p.repo).expect("store");
+    store
+        .append(vec![git_orch::event::Event::Landed {
+            run_id: git_orch::ids::RunId::new(run).expect("id"),
+            task: git_orch::ids::TaskId::new("t1").expect("id"),
+            attempt: 1,
+            target: "main".into(),
+            old: elsewhere.clone(),
+            new: never.clone(),
+            strategy: "rebase".into(),
+            commits: vec![never.clone()],
+        }])
+        .expect("append");
+    let out = sb.orch(&p.repo, &["merge"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let voided: Vec<_> = events(&sb, &p.repo)
+        .into_iter()
+        .filter(|e| e["type"] == "landing_voided")
+        .collect();
+    assert_eq!(voided.len(), 1);
+    assert_eq!(voided[0]["task"], "t1");
+    assert!(!target_history(&sb, &p.repo).contains(&never));
+    for i in 0..2 {
+        sb.git(&p.repo, &["cat-file", "-e", &format!("main:src/t{i}/done")]);
+    }
+    // verify no longer accepts the voided commit.
+    let out = sb.orch(&p.repo, &["verify", &never]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+}

@@ -5,9 +5,10 @@
 //! A landing takes the queue lock (one per target, so runs sharing a target
 //! never land at once), builds candidates in memory on the current tip
 //! ([`candidate`]), gates the candidate in a scratch worktree under
-//! `.git/orch/scratch/`, then moves `refs/heads/<target>` by
-//! compare-and-swap from the exact tip it built on, in the same ref
-//! transaction as the `landed` events. If someone moved the target
+//! `.git/orch/scratch/`, records the `landed` events, then moves
+//! `refs/heads/<target>` by compare-and-swap from the exact tip it built on
+//! (the next landing completes or voids a landing interrupted between the
+//! two; with a remote, one atomic push does both). If someone moved the target
 //! meanwhile, the swap fails and the candidate is rebuilt and re-gated. A
 //! working tree with the target checked out is fast-forwarded when clean;
 //! when dirty, the landing is refused and nothing moves. `verify` answers,

@@ -211,6 +211,10 @@ impl Queue {
             )?)
         })
         .await?;
+        if let Some(why) = self.recover().await? {
+            report.refused = Some(why);
+            return Ok(report);
+        }
         let this = self.clone();
         let (entries, cache) = blocking(&dir, move |store| {
             let view = store.read_log()?;
@@ -598,8 +602,8 @@ impl Queue {
         .await
     }
 
-    /// Moves the target from `old` to the last landed tip, with the
-    /// `landed` events, in one ref transaction.
+    /// Records the `landed` events and moves the target from `old` to the
+    /// last landed tip (with a remote: publishes both in one atomic push).
     async fn swap(
         &self,
         old: Oid,
@@ -666,6 +670,10 @@ impl Queue {
                     Applied::Conflict
                 });
             }
+            // 1. The record first, with the candidate kept reachable: a
+            // kill after this is completed (or voided) by the next landing,
+            // see `recover`. A ref transaction is not atomic across refs
+            // on disk, so the two never share one.
             let mut applied = Applied::Done;
             store.transact(|store| {
                 // Read again under the log lock: a push may have moved it.
@@ -674,22 +682,106 @@ impl Queue {
                     return Ok::<_, MergeError>((Operation::default(), ()));
                 }
                 applied = Applied::Done;
+                let keep = store.keep_update(
+                    store.ref_target(crate::store::refs::KEEP_REF)?,
+                    &[new],
+                    &format!("landing of run {}", this.run),
+                )?;
                 Ok((
                     Operation {
                         events: events.clone(),
-                        refs: vec![RefUpdate::set(
-                            &target_ref,
-                            new,
-                            Expected::At(old),
-                            &format!("orch: land run {}", this.run),
-                        )],
+                        refs: vec![keep],
                     },
                     (),
                 ))
             })?;
-            Ok(applied)
+            if applied == Applied::Conflict {
+                return Ok(Applied::Conflict);
+            }
+            // 2. The target, from exactly the tip the candidate was built on.
+            let moved = store.apply(&[RefUpdate::set(
+                &target_ref,
+                new,
+                Expected::At(old),
+                &format!("orch: land run {}", this.run),
+            )])?;
+            if moved == Applied::Conflict {
+                void(
+                    store,
+                    &events,
+                    "the target moved between recording the landing and moving it",
+                )?;
+            }
+            Ok(moved)
         })
         .await
+    }
+
+    /// Finishes the last landing on the target if a process died between
+    /// recording it and moving the target: rolls the target forward when it
+    /// still sits where the landing started, voids the record when someone
+    /// moved it since. Returns a refusal when a checkout of the target is
+    /// dirty (the roll-forward would change the user's files).
+    async fn recover(&self) -> Result<Option<String>, MergeError> {
+        let this = self.clone();
+        let refusal = blocking(&self.common_dir, move |store| {
+            let view = store.read_log()?;
+            let mut last: Vec<Event> = Vec::new();
+            for r in view.records() {
+                match &r.event {
+                    Event::Landed { target, new, .. } if *target == this.target => {
+                        if !matches!(last.first(), Some(Event::Landed { new: n, .. }) if n == new) {
+                            last.clear();
+                        }
+                        last.push(r.event.clone());
+                    }
+                    Event::LandingVoided { new, .. } => {
+                        last.retain(|e| !matches!(e, Event::Landed { new: n, .. } if n == new));
+                    }
+                    _ => {}
+                }
+            }
+            let Some(Event::Landed { old, new, .. }) = last.first().cloned() else {
+                return Ok(None);
+            };
+            let (old, new) = (store.parse_oid(&old)?, store.parse_oid(&new)?);
+            let target_ref = this.target_ref();
+            let tip = store.ref_target(&target_ref)?;
+            if let Some(t) = tip
+                && (t == new || store.is_ancestor(new, t)?)
+            {
+                return Ok(None); // it happened
+            }
+            if tip == Some(old) {
+                for path in store.checkouts_of(&target_ref)? {
+                    if store.is_dirty(&path)? {
+                        return Ok(Some(format!(
+                            "{} is checked out at {} with uncommitted changes; an interrupted landing must move it to {new}\nhint: commit or move your changes there, then run `git orch merge` (git-orch never stashes, resets or deletes your files)",
+                            this.target,
+                            path.display()
+                        )));
+                    }
+                }
+                let done = store.apply(&[RefUpdate::set(
+                    &target_ref,
+                    new,
+                    Expected::At(old),
+                    &format!("orch: complete interrupted landing of run {}", this.run),
+                )])?;
+                if done == Applied::Done {
+                    move_checkouts(store, &target_ref, old, new)?;
+                    return Ok(None);
+                }
+            }
+            void(
+                store,
+                &last,
+                "the landing was interrupted and the target has moved since; it is rebuilt on the new tip",
+            )?;
+            Ok(None)
+        })
+        .await?;
+        Ok(refusal)
     }
 
     /// Fast-forwards clean checkouts of the target and writes the notes.
@@ -716,6 +808,34 @@ impl Queue {
         })
         .await;
     }
+}
+
+/// Records `landed` events as void: the target never moved there, and
+/// their attempts wait in the queue again.
+fn void(store: &Store, landed: &[Event], reason: &str) -> Result<(), MergeError> {
+    let events: Vec<Event> = landed
+        .iter()
+        .filter_map(|e| match e {
+            Event::Landed {
+                run_id,
+                task,
+                attempt,
+                new,
+                ..
+            } => Some(Event::LandingVoided {
+                run_id: run_id.clone(),
+                task: task.clone(),
+                attempt: *attempt,
+                new: new.clone(),
+                reason: reason.to_owned(),
+            }),
+            _ => None,
+        })
+        .collect();
+    if !events.is_empty() {
+        store.append(events)?;
+    }
+    Ok(())
 }
 
 /// Fast-forwards clean checkouts of `target_ref` from `old` to `new`: a

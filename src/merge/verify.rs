@@ -68,6 +68,9 @@ pub fn verify(
                     );
                 }
             }
+            Event::LandingVoided { new, .. } => {
+                landed.retain(|_, (_, _, _, tip)| tip != new);
+            }
             Event::IntegrationVerdict {
                 candidate, verdict, ..
             } => {

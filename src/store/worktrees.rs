@@ -21,6 +21,11 @@ pub struct LinkedWorktree {
     pub prunable: bool,
 }
 
+/// Serialises changes to git's records of linked worktrees: adding one
+/// writes its record before its folder, and neither gix nor `git worktree
+/// prune` expect another process between the two.
+const WORKTREES_LOCK: &str = "worktrees.lock";
+
 impl Store {
     /// Adds a linked worktree at `path` with `branch` (a full ref name,
     /// which must exist) checked out.
@@ -34,7 +39,7 @@ impl Store {
         // gix reads every registered worktree while adding one; another add
         // half done (its gitdir file still empty) makes that fail, so adds
         // are taken one at a time, across processes too.
-        let _one_at_a_time = self.lock("worktrees.lock", "adding a worktree")?;
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "adding a worktree")?;
         self.repo
             .add_worktree(
                 path,
@@ -53,7 +58,7 @@ impl Store {
                 .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
         }
         let interrupt = AtomicBool::new(false);
-        let _one_at_a_time = self.lock("worktrees.lock", "adding a worktree")?;
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "adding a worktree")?;
         self.repo
             .add_worktree(
                 path,
@@ -69,6 +74,7 @@ impl Store {
     /// a process killed while adding it left it locked (which `git worktree
     /// prune` respects). Only for git-orch's own scratch worktrees.
     pub fn forget_worktree(&self, path: &Path) -> Result<()> {
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "forgetting a worktree")?;
         let Ok(entries) = std::fs::read_dir(self.common_dir().join("worktrees")) else {
             return Ok(());
         };
@@ -90,6 +96,7 @@ impl Store {
     /// would stop every later attempt. Registrations are named after the
     /// folder (with a number when taken); one that is whole is left alone.
     pub fn repair_half_made_worktree(&self, path: &Path) -> Result<()> {
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "repairing a worktree record")?;
         let Some(name) = path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
             return Ok(());
         };
@@ -148,6 +155,9 @@ impl Store {
 
     /// `git worktree prune`: forget worktrees whose folders are gone.
     pub fn prune_worktrees(&self) -> Result<()> {
+        // A worktree being added has its record before its folder: prune
+        // must not run meanwhile, or it drops the record under the adder.
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "pruning worktrees")?;
         self.git().run(["worktree", "prune"])?;
         Ok(())
     }
