@@ -494,13 +494,13 @@ fn a_dirty_checked_out_target_is_refused_and_the_users_files_are_untouched() {
     assert!(landed_events(&sb, &p.repo).is_empty());
 }
 
-#[test]
-fn an_interrupted_landing_is_completed_or_voided_by_the_next_one() {
-    let mut sb = Sandbox::new();
-    let p = make(&mut sb, 2, None);
+/// Two tasks whose attempts passed and wait in the queue; returns the run.
+fn two_waiting(sb: &mut Sandbox) -> (Project, String) {
+    let p = make(sb, 2, None);
     for i in 0..2 {
         p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
     }
+    // The dirty checkout of main keeps the queue from landing.
     std::fs::write(p.repo.join("wip"), "wip").expect("wip");
     let out = sb.orch(
         &p.repo,
@@ -510,10 +510,17 @@ fn an_interrupted_landing_is_completed_or_voided_by_the_next_one() {
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     std::fs::remove_file(p.repo.join("wip")).expect("rm");
-    let run = status_json(&sb, &p.repo)["run"]
+    let run = status_json(sb, &p.repo)["run"]
         .as_str()
         .expect("run")
         .to_owned();
+    (p, run)
+}
+
+#[test]
+fn an_interrupted_landing_is_completed_by_the_next_one() {
+    let mut sb = Sandbox::new();
+    let (p, run) = two_waiting(&mut sb);
     let tip = sb.git(&p.repo, &["rev-parse", "main"]);
     let tree = sb.git(&p.repo, &["rev-parse", "main^{tree}"]);
     let made = sb.git(
@@ -546,23 +553,7 @@ fn an_interrupted_landing_is_completed_or_voided_by_the_next_one() {
 #[test]
 fn a_landing_record_whose_target_moved_elsewhere_is_voided_and_lands_again() {
     let mut sb = Sandbox::new();
-    let p = make(&mut sb, 2, None);
-    for i in 0..2 {
-        p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
-    }
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
-    let out = sb.orch(
-        &p.repo,
-        &[
-            "run", "proj", "--agent", "fake", "--cap", "2", "--base", "main",
-        ],
-    );
-    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
-    let run = status_json(&sb, &p.repo)["run"]
-        .as_str()
-        .expect("run")
-        .to_owned();
+    let (p, run) = two_waiting(&mut sb);
     let tree = sb.git(&p.repo, &["rev-parse", "main^{tree}"]);
     let elsewhere = sb.git(&p.repo, &["commit-tree", &tree, "-m", "elsewhere"]);
     let never = sb.git(

@@ -58,10 +58,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
                 ))
             })?,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let runtime = super::scheduler()?;
     let outcome = runtime
         .block_on(run::control::gate_attempt(store.common_dir(), &r, &task, n))
         .map_err(|e| CommandError::error(e.to_string()))?;

@@ -110,10 +110,7 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         }
         return Ok(exit::OK);
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let runtime = super::scheduler()?;
     let (_tx, mut cancel) = tokio::sync::watch::channel(false);
     let renderer = progress::Renderer::new(format!("merge run {} onto {}", r.id, r.target));
     for (e, _) in queue.waiting(&r) {

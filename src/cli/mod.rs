@@ -148,6 +148,17 @@ pub fn start_dir(cli_dir: &Option<PathBuf>) -> PathBuf {
     }
 }
 
+/// The scheduler commands that run agents, gates or landings use: one
+/// thread drives; a few do the blocking git work. More blocking threads
+/// would not make a 2-core machine faster, only fatter.
+pub fn scheduler() -> Result<tokio::runtime::Runtime, CommandError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(4)
+        .build()
+        .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))
+}
+
 /// Opens the repository for a command.
 pub fn open_store(cli_dir: &Option<PathBuf>) -> Result<Store, CommandError> {
     Ok(Store::discover(&start_dir(cli_dir))?)

@@ -163,13 +163,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         return Ok(exit::OK);
     }
     crate::process::limit_malloc_arenas(2);
-    // One thread drives; a few do the blocking git work. More blocking
-    // threads would not make a 2-core machine faster, only fatter.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(4)
-        .build()
-        .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
+    let runtime = super::scheduler()?;
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
     let lander = {
         let store = open_store(&cli.directory)?;

@@ -106,11 +106,7 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
     };
     let mut worker = Worker::new(store, opts).map_err(|e| CommandError::error(e.to_string()))?;
     crate::process::limit_malloc_arenas(2);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(4)
-        .build()
-        .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))?;
+    let runtime = super::scheduler()?;
     output::status(&format!(
         "Worker on {} (cap {}, lease {}s).",
         args.remote, args.cap, args.lease

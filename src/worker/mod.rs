@@ -197,7 +197,7 @@ impl Worker {
         loop {
             self.sync(report);
             let runs = crate::run::runs(&self.store)?;
-            self.watch_leases(&runs, report)?;
+            self.watch_leases(report)?;
             let may_claim = !(self.opts.once && claimed_once);
             if may_claim {
                 self.claim_and_start(&runs, report)?;
@@ -268,11 +268,7 @@ impl Worker {
 
     /// Renews this worker's claims, and stops attempts whose claim another
     /// worker took.
-    fn watch_leases(
-        &mut self,
-        runs: &BTreeMap<RunId, RunState>,
-        report: &(dyn Fn(Report) + Sync),
-    ) -> Result<(), WorkerError> {
+    fn watch_leases(&mut self, report: &(dyn Fn(Report) + Sync)) -> Result<(), WorkerError> {
         let mut renew = Vec::new();
         for ((run, task), live) in &mut self.live {
             let name = Store::claim_ref(run.as_str(), task.as_str());
@@ -300,7 +296,6 @@ impl Worker {
                 });
             }
         }
-        let _ = runs;
         if !renew.is_empty() {
             self.store.append(renew)?;
         }
