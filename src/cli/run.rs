@@ -27,7 +27,10 @@ pub struct RunArgs {
     /// else the current branch).
     #[arg(long, value_name = "BRANCH")]
     pub target: Option<String>,
-    /// Start attempts from this commit instead of the target's tip.
+    /// Base the run on this commit instead of the target's tip: its
+    /// .orch/config and analysis are read there, and attempts start from it
+    /// until the target's tip contains it (then from the tip, so later
+    /// attempts see what landed).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
     /// Stop an agent after this long (e.g. 900, 15m, 2h).

@@ -44,7 +44,7 @@ pub enum RunError {
     #[error("{0}")]
     NotApproved(String),
     #[error(
-        "the working tree {path} has uncommitted changes; a run starts from the tip of {target} and must not silently depend on them\nhint: commit them first, or pass --base <commit> to choose the starting point explicitly (git-orch never stashes or resets your files)"
+        "the working tree {path} has uncommitted changes; a run starts from the tip of {target} and must not silently depend on them\nhint: commit them first, or pass --base <commit> to base the run on a commit explicitly (git-orch never stashes or resets your files)"
     )]
     Dirty { path: PathBuf, target: String },
     #[error("the target branch {0} does not exist\nhint: create it, or pass --target <branch>")]
