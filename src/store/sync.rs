@@ -115,13 +115,32 @@ impl Store {
     /// `git fetch` of the remote's `refs/orch/*` into the tracking namespace.
     pub fn fetch(&self, remote: &str) -> Result<()> {
         let refspec = format!("+{ORCH_PREFIX}*:{REMOTES_PREFIX}{remote}/*");
-        self.git().run([
+        let args = [
             "fetch",
             "--quiet",
             "--no-write-fetch-head",
             remote,
             &refspec,
-        ])?;
+        ];
+        for attempt in 0..3 {
+            let out = self.git().output(args)?;
+            if out.status.success() {
+                return Ok(());
+            }
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            // git's connectivity check reads every worktree's HEAD; one
+            // being added this instant (a scratch worktree of the merge
+            // queue) has no valid HEAD yet. That passes in milliseconds.
+            let adding_worktree = stderr.contains("bad object worktrees/");
+            if !adding_worktree || attempt == 2 {
+                return Err(StoreError::Process(crate::process::ProcessError::Failed {
+                    command: format!("git {}", args.join(" ")),
+                    status: out.status.to_string(),
+                    stderr: stderr.trim().to_owned(),
+                }));
+            }
+            backoff(attempt + 4);
+        }
         Ok(())
     }
 
