@@ -283,3 +283,70 @@ fn a_worker_refuses_bad_options_and_unknown_remotes() {
     }
     assert_eq!(sb.refs(&a), before, "nothing written");
 }
+
+#[test]
+fn a_worker_whose_claim_was_taken_stops_its_attempt() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 1);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "sleep 60\n").expect("script");
+    let mut holder = worker(&sb, &a, &["--agent", "fake", "--cap", "1", "--lease", "30"]);
+    let start = Instant::now();
+    let claim_ref = format!("refs/orch/claims/{run}/t0");
+    while sb
+        .orch(&bare, &["log", "--json"])
+        .stdout
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+        .all(|e| e["type"] != "attempt_started")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "t0 never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Another machine (with a clock far ahead, say) decides the lease ran
+    // out and claims t0 on top of the holder's claim.
+    let b = clone(&sb, &bare, "b");
+    sb.orch_ok(&b, &["sync"]);
+    let store = git_orch::store::Store::open(&b).expect("store");
+    let previous = store
+        .tracked("origin", &claim_ref)
+        .expect("read")
+        .expect("claimed");
+    let mut claim = store.read_claim(previous).expect("claim");
+    claim.attempt += 1;
+    claim.writer = "someone-else".into();
+    let commit = store.write_claim(&claim, Some(previous)).expect("write");
+    assert_eq!(
+        store
+            .push_atomic("origin", &[(commit, claim_ref.clone())])
+            .expect("push"),
+        git_orch::store::remote::Pushed::Accepted
+    );
+    // The holder notices within a few rounds and stops its attempt.
+    let start = Instant::now();
+    loop {
+        let ended = sb
+            .orch_ok(&a, &["log", "--json"])
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .any(|e| e["type"] == "attempt_finished" && e["task"] == "t0");
+        if ended {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the attempt kept running under a lost claim"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = holder.kill();
+    let out = holder.wait_with_output().expect("output");
+    assert!(
+        stderr(&out).contains("another worker took the claim"),
+        "{}",
+        stderr(&out)
+    );
+}
