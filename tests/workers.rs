@@ -350,3 +350,29 @@ fn a_worker_whose_claim_was_taken_stops_its_attempt() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_run_whose_approval_was_withdrawn_is_not_worked() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 2);
+    sb.orch_ok(&a, &["approve", "proj", "--revise", "--note", "not yet"]);
+    sb.orch_ok(&a, &["sync"]);
+    let b = clone(&sb, &bare, "b");
+    let out = wait(
+        worker(&sb, &b, &["--agent", "fake", "--once"]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("run {run}: not working it here")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stderr(&out).matches("not working it here").count(),
+        1,
+        "said once"
+    );
+    let claims = sb.git(&bare, &["for-each-ref", "refs/orch/claims/"]);
+    assert_eq!(claims, "", "nothing claimed");
+}

@@ -241,7 +241,13 @@ impl Worker {
         }
     }
 
-    fn context(&mut self, run: &RunState) -> Option<Arc<RunContext>> {
+    /// The context of `run`, made once; a run that cannot be worked here is
+    /// reported once and skipped from then on.
+    fn context(
+        &mut self,
+        run: &RunState,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Option<Arc<RunContext>> {
         if let Some(c) = self.contexts.get(&run.id) {
             return Some(c.clone());
         }
@@ -260,6 +266,10 @@ impl Worker {
                 Some(ctx)
             }
             Err(e) => {
+                report(Report::Skipped {
+                    run: run.id.to_string(),
+                    why: e.to_string(),
+                });
                 self.skipped.insert(run.id.clone(), e.to_string());
                 None
             }
@@ -315,13 +325,7 @@ impl Worker {
             if self.live.len() >= self.opts.cap {
                 return Ok(());
             }
-            let Some(ctx) = self.context(run) else {
-                if let Some(why) = self.skipped.get(&run.id) {
-                    report(Report::Skipped {
-                        run: run.id.to_string(),
-                        why: why.clone(),
-                    });
-                }
+            let Some(ctx) = self.context(run, report) else {
                 continue;
             };
             let plan = ctx.plan().clone();
