@@ -211,8 +211,10 @@ fn a_killed_workers_claim_is_taken_over_after_its_lease() {
     unsafe {
         libc::killpg(pgid, libc::SIGKILL);
     }
-    // Worker B finds the claim, waits out the lease, takes over.
+    // Worker B finds the claim, waits out the lease, takes over. Its clone
+    // has the client hooks too: its landing pushes must pass them.
     let b = clone(&sb, &bare, "b");
+    sb.orch_ok(&b, &["hooks", "install"]);
     let out = wait(
         worker(
             &sb,

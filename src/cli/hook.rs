@@ -79,7 +79,7 @@ fn pre_push(cli: &Cli, remote: &str) -> CommandResult {
     let store = Store::discover(&super::start_dir(&cli.directory))?;
     let input = read_input("pre-push")?;
     let lines = push::parse(&store, &input).map_err(hook_error)?;
-    let decision = push::decide(&store, remote, &lines).map_err(hook_error)?;
+    let decision = push::decide(store, remote, &lines).map_err(hook_error)?;
     Ok(report("pre-push", &decision))
 }
 

@@ -94,8 +94,17 @@ fn protected_tracking_tips(
         .collect())
 }
 
-/// Judges one push from this clone to `remote`.
-pub fn decide(store: &Store, remote: &str, lines: &[PushLine]) -> Result<Decision, HookError> {
+/// Judges one push from this clone to `remote`. The `refs/orch/*` values
+/// the same push sends count as this clone's state: a worker's landing
+/// pushes its log (holding the `landed` events) together with the target,
+/// before its own log ref moves.
+pub fn decide(store: Store, remote: &str, lines: &[PushLine]) -> Result<Decision, HookError> {
+    let store = &store.with_proposed_refs(
+        lines
+            .iter()
+            .filter(|l| l.remote_ref.starts_with("refs/orch/log/"))
+            .filter_map(|l| l.local.map(|oid| (l.remote_ref.clone(), Some(oid)))),
+    );
     let protected = protection(store)?;
     let mut refusals = Vec::new();
     let mut updates: Vec<(String, Vec<Oid>)> = Vec::new();
