@@ -389,6 +389,40 @@ fn a_reviewer_gate_blocks_on_a_fail_verdict_and_must_be_independent() {
 }
 
 #[test]
+fn a_reviewer_gate_passes_on_a_pass_verdict_and_the_attempt_lands() {
+    let mut sb = Sandbox::new();
+    let review = sb.path().join("review.sh");
+    std::fs::write(
+        &review,
+        "printf '%s' '{\"verdict\":\"pass\",\"findings\":[]}' > \"$ORCH_REVIEW_FILE\"\n",
+    )
+    .expect("script");
+    let config = format!(
+        "[agent \"reviewer\"]\n\tkind = command\n\tcommand = sh {}\n[gate \"review\"]\n\tagent = reviewer\n",
+        review.display()
+    );
+    let p = one_task(&mut sb, Some(&config));
+    p.script("a", "write src/a/done yes\n");
+    let out = run(&sb, &p);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = verdict(&sb, &p.repo, "a", 1, "review");
+    assert_eq!(v["status"], "pass", "{v}");
+    assert_eq!(v["mode"], "block", "{v}");
+    // The reviewer really ran: its pass is what let the attempt through.
+    assert_eq!(
+        verdicts(&sb, &p.repo, "a", 1).last().expect("verdicts")["gate"],
+        "review",
+        "the reviewer runs last"
+    );
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(s["tasks"][0]["status"], "done", "{s}");
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("src/a/done")).expect("landed file"),
+        "yes\n"
+    );
+}
+
+#[test]
 fn verdicts_are_notes_on_the_result_commit() {
     let mut sb = Sandbox::new();
     let p = one_task(&mut sb, None);
@@ -404,9 +438,132 @@ fn verdicts_are_notes_on_the_result_commit() {
     let tip = sb.git(&p.repo, &["rev-parse", &branch]);
     let kept = sb.git(&p.repo, &["rev-list", "refs/orch/keep"]);
     assert!(kept.contains(&tip));
+    // A clean result passes every built-in gate, each in its default mode.
+    for (gate, mode) in [
+        ("diff", "block"),
+        ("scope", "block"),
+        ("secrets", "block"),
+        ("placeholders", "warn"),
+        ("verification", "block"),
+    ] {
+        let v = verdict(&sb, &p.repo, "a", 1, gate);
+        assert_eq!(v["status"], "pass", "{gate}: {v}");
+        assert_eq!(v["mode"], mode, "{gate}: {v}");
+    }
     let out = sb.orch(&p.repo, &["gate", "a", "--json"]);
     assert!(out.status.success());
     for l in stdout(&out).lines() {
         serde_json::from_str::<serde_json::Value>(l).expect("verdict json");
     }
+}
+
+/// Invariant 8: once the attempt branches and worktrees are gone and the
+/// reflogs expired, `git gc --prune=now` still loses nothing the log names.
+#[test]
+fn gc_after_deleting_attempt_branches_loses_nothing_the_log_names() {
+    let mut sb = Sandbox::new();
+    let p = one_task(&mut sb, None);
+    p.script("a", "write src/a/done yes\ncommit the work\n");
+    let out = run(&sb, &p);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log_before = sb.orch_ok(&p.repo, &["log", "--json"]);
+    let evs = events(&sb, &p.repo);
+    let mut named: Vec<String> = Vec::new();
+    for e in &evs {
+        match e["type"].as_str() {
+            Some("attempt_result") => {
+                named.push(e["commit"].as_str().expect("commit").to_owned());
+            }
+            Some("landed") => {
+                named.push(e["new"].as_str().expect("new").to_owned());
+                for c in e["commits"].as_array().expect("commits") {
+                    named.push(c.as_str().expect("commit").to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        evs.iter().any(|e| e["type"] == "landed"),
+        "the run did not land"
+    );
+    assert!(named.len() >= 3, "{named:?}");
+    // Remove everything git-orch made that keeps commits alive by accident:
+    // worktrees (their HEADs), attempt branches and reflogs.
+    sb.orch_ok(&p.repo, &["cleanup", "--all-completed", "--force"]);
+    let branches = sb.git(
+        &p.repo,
+        &["for-each-ref", "refs/heads/orch/", "--format=%(refname)"],
+    );
+    assert!(!branches.is_empty(), "no attempt branch to delete");
+    for r in branches.lines() {
+        sb.git(&p.repo, &["update-ref", "-d", r]);
+    }
+    // The merge queue's scratch worktree (recreated when needed) holds the
+    // landed tip detached; remove it too, so only refs can keep commits.
+    for l in sb
+        .git(&p.repo, &["worktree", "list", "--porcelain"])
+        .lines()
+    {
+        if let Some(wt) = l.strip_prefix("worktree ")
+            && wt.contains("/.git/orch/scratch/")
+        {
+            sb.git(&p.repo, &["worktree", "remove", "--force", wt]);
+        }
+    }
+    sb.git(&p.repo, &["worktree", "prune"]);
+    assert_eq!(
+        sb.git(&p.repo, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "a worktree besides the user's survived: {}",
+        sb.git(&p.repo, &["worktree", "list"])
+    );
+    sb.git(
+        &p.repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "reflog",
+            "expire",
+            "--all",
+            "--expire=now",
+        ],
+    );
+    sb.git(&p.repo, &["gc", "-q", "--prune=now"]);
+    for c in &named {
+        let has = sb.git_output(&p.repo, &["cat-file", "-e", &format!("{c}^{{commit}}")]);
+        assert!(has.status.success(), "gc dropped {c}, which the log names");
+    }
+    assert_eq!(sb.orch_ok(&p.repo, &["log", "--json"]), log_before);
+    let out = sb.orch(&p.repo, &["verify", "main"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // The landing note on main, and the verdict note on the result commit.
+    let run_id = status_json(&sb, &p.repo)["run"]
+        .as_str()
+        .expect("run")
+        .to_owned();
+    let note = sb.git(&p.repo, &["log", "--notes=orch", "-1", "main"]);
+    assert!(
+        note.contains(&format!("git-orch landed {run_id}/a/attempt-1 on main")),
+        "{note}"
+    );
+    let result = evs
+        .iter()
+        .find(|e| e["type"] == "attempt_result")
+        .and_then(|e| e["commit"].as_str())
+        .expect("result commit");
+    let note = sb.git(&p.repo, &["log", "--notes=orch", "-1", result]);
+    assert!(note.contains("verification   pass"), "{note}");
+    assert!(note.contains("outcome: passed"), "{note}");
 }

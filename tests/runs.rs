@@ -174,6 +174,9 @@ fn kill_9_of_the_driver_then_rerun_completes_every_task_exactly_once() {
     ];
     let p = project(&mut sb, &tasks, None);
     let stamps = sb.path().join("stamps");
+    // Trials whose killed driver left an attempt open, found and recorded
+    // `abandoned` by the rerun.
+    let mut with_abandoned = Vec::new();
     // Ten trials, each killing the driver at another moment of a fresh run.
     for (trial, delay_ms) in [50u64, 150, 300, 450, 600, 750, 900, 1100, 1300, 1600]
         .into_iter()
@@ -232,6 +235,29 @@ fn kill_9_of_the_driver_then_rerun_completes_every_task_exactly_once() {
             .filter(|e| e["type"] == "attempt_finished" && e["run_id"] == run)
             .count();
         assert_eq!(created, ended, "trial {trial}: an attempt was forgotten");
+        // Only the rerun abandons (SIGKILL leaves the dead driver no time to),
+        // and it says so, with the same count.
+        let abandoned = evs
+            .iter()
+            .filter(|e| {
+                e["type"] == "attempt_finished" && e["run_id"] == run && e["outcome"] == "abandoned"
+            })
+            .count();
+        let said = format!("{abandoned} attempt(s) left open by a previous driver were abandoned");
+        if abandoned > 0 {
+            assert!(
+                stderr(&out).contains(&said),
+                "trial {trial}: expected {said:?} in\n{}",
+                stderr(&out)
+            );
+            with_abandoned.push(trial);
+        } else {
+            assert!(
+                !stderr(&out).contains("were abandoned"),
+                "trial {trial}: {}",
+                stderr(&out)
+            );
+        }
         // Never two live agents of one task at once.
         let iv = intervals(&stamps);
         for (id, _, _) in &tasks {
@@ -253,6 +279,11 @@ fn kill_9_of_the_driver_then_rerun_completes_every_task_exactly_once() {
         sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
         sb.orch_ok(&p.repo, &["approve", "proj"]);
     }
+    eprintln!("trials with abandoned attempts: {with_abandoned:?}");
+    assert!(
+        with_abandoned.len() >= 3,
+        "only trials {with_abandoned:?} of 10 killed a driver with an attempt open"
+    );
 }
 
 #[test]

@@ -764,6 +764,83 @@ mod tests {
         );
     }
 
+    /// Four nested groups of four alternatives, 4^4 = 256 combinations:
+    /// exactly as many as the pattern-level rule will expand.
+    const AT_LIMIT: &str = "gen/{a,b,c,d}/{a,b,c,d}/{a,b,c,d}/{a,b,c,d}/x.rs";
+    /// The same with one more two-way group: 512 combinations, past the
+    /// limit, so the rule cannot decide any pair involving it.
+    const PAST_LIMIT: &str = "gen/{a,b,c,d}/{a,b,c,d}/{a,b,c,d}/{a,b,c,d}/{x,y}.rs";
+
+    fn brace_plan(big: &'static [&'static str], small: &'static [&'static str]) -> Plan {
+        plan(&[
+            ("a", big, "make a", &[], false),
+            ("b", small, "make b", &[], false),
+            ("c", &["src/c/**"], "make c", &[], false),
+        ])
+    }
+
+    #[test]
+    fn an_undecidable_glob_pair_is_a_possible_overlap_warning_not_a_block() {
+        assert_eq!(glob::expand_braces(AT_LIMIT).expect("at limit").len(), 256);
+        assert!(glob::expand_braces(PAST_LIMIT).is_err());
+        // No file exists yet, so only the pattern-level rule can speak.
+        let a = analyse(
+            &brace_plan(&[PAST_LIMIT], &["gen/a/b/c/d/x.rs"]),
+            &[],
+            &rules(),
+        );
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "possible-overlap" && f.subtasks == ["a", "b"])
+            .unwrap_or_else(|| panic!("no possible-overlap for a and b: {:?}", a.findings));
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(
+            f.details["globs"],
+            serde_json::json!([PAST_LIMIT, "gen/a/b/c/d/x.rs"])
+        );
+        assert!(f.message.contains("256"), "{}", f.message);
+        // It does not pose as a decided overlap, and approval is not blocked.
+        assert!(
+            !codes(&a).contains(&"ownership-overlap"),
+            "{:?}",
+            a.findings
+        );
+        assert_eq!(a.blocking(), 0, "{:?}", a.findings);
+    }
+
+    #[test]
+    fn a_decidable_brace_glob_pair_gets_a_definite_answer() {
+        // At the limit, overlapping: a blocking overlap with a witness.
+        let a = analyse(
+            &brace_plan(&[AT_LIMIT], &["gen/a/b/c/d/x.rs"]),
+            &[],
+            &rules(),
+        );
+        assert!(!codes(&a).contains(&"possible-overlap"), "{:?}", a.findings);
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "ownership-overlap")
+            .expect("overlap");
+        assert_eq!(f.subtasks, ["a", "b"]);
+        assert_eq!(f.severity, Severity::Blocking);
+        assert_eq!(f.details["witness"], "gen/a/b/c/d/x.rs");
+        // At the limit, disjoint (the file name differs): no finding at all.
+        let a = analyse(
+            &brace_plan(&[AT_LIMIT], &["gen/a/b/c/d/y.rs"]),
+            &[],
+            &rules(),
+        );
+        assert!(!codes(&a).contains(&"possible-overlap"), "{:?}", a.findings);
+        assert!(
+            !codes(&a).contains(&"ownership-overlap"),
+            "{:?}",
+            a.findings
+        );
+        assert_eq!(a.blocking(), 0, "{:?}", a.findings);
+    }
+
     #[test]
     fn pinch_points_force_serial_and_block_when_shared() {
         let mut t = three_clean();
