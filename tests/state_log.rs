@@ -532,3 +532,49 @@ fn sync_refuses_an_unknown_or_option_like_remote() {
     let out = sb.orch(&repo, &["init", "--remote", "nope"]);
     assert_refused(&out, &["not a configured remote"]);
 }
+
+/// The fsck check every test ends with (see `tests/common`) really fails on
+/// a repository with a missing object, as the keep ref once was.
+#[test]
+fn the_end_of_test_fsck_check_catches_a_missing_tree() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    assert!(sb.fsck_failures().is_empty(), "{:?}", sb.fsck_failures());
+    // A commit naming a tree that was never written, like the keep ref's
+    // commits did with the empty tree.
+    let missing = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+    let mut child = sb
+        .command("git", &repo)
+        .args([
+            "hash-object",
+            "-t",
+            "commit",
+            "--literally",
+            "-w",
+            "--stdin",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("hash-object");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            format!("tree {missing}\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\nx\n")
+                .as_bytes(),
+        )
+        .expect("write");
+    let out = child.wait_with_output().expect("hash-object ends");
+    let commit = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    sb.git(&repo, &["update-ref", "refs/orch/keep", &commit]);
+    let failures = sb.fsck_failures();
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(failures[0].contains(missing), "{}", failures[0]);
+    // Put it right so this test's own end-of-test check passes.
+    sb.git(&repo, &["update-ref", "-d", "refs/orch/keep"]);
+    sb.git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
+    sb.git(&repo, &["prune", "--expire=now"]);
+}

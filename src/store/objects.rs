@@ -64,6 +64,22 @@ impl Store {
         Oid::empty_tree(self.repo.object_hash())
     }
 
+    /// The empty tree, written to the object database if it is not there.
+    /// Git never needs it stored, but a commit that points at it (the keep
+    /// ref's commits) does: without it `git fsck` reports a missing tree.
+    pub fn write_empty_tree(&self) -> Result<Oid> {
+        let id = self.empty_tree_id();
+        // `Repository::has_object` answers yes for the empty tree whether or
+        // not it is stored; ask the object database itself.
+        if !gix::objs::Exists::exists(&self.repo.objects, &id) {
+            let written = self
+                .write_new(gix::objs::Kind::Tree, &[])
+                .map_err(|e| StoreError::git("writing the empty tree", e))?;
+            debug_assert_eq!(written, id);
+        }
+        Ok(id)
+    }
+
     /// Writes a tree holding `files` (path → blob id) and nothing else.
     pub fn write_tree(&self, files: &[(&str, Oid)]) -> Result<Oid> {
         let mut editor = self.tree_editor(self.empty_tree_id())?;

@@ -217,7 +217,7 @@ impl Store {
                 parents.push(*c);
             }
         }
-        let empty = self.empty_tree_id();
+        let empty = self.write_empty_tree()?;
         let commit = self.write_commit(&format!("keep: {why}"), empty, &parents)?;
         Ok(RefUpdate::set(
             KEEP_REF,

@@ -197,6 +197,73 @@ impl Sandbox {
     }
 }
 
+impl Sandbox {
+    /// `git fsck --full` of every repository under the sandbox, clones and
+    /// bare remotes included: one message per repository that fails.
+    pub fn fsck_failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        for git_dir in git_dirs(self.path()) {
+            let out = self
+                .command("git", self.path())
+                .arg("--git-dir")
+                .arg(&git_dir)
+                .args(["fsck", "--full", "--no-progress", "--no-dangling"])
+                .output()
+                .expect("git fsck runs");
+            if !out.status.success() {
+                failures.push(format!(
+                    "{}:\n{}{}",
+                    git_dir.display(),
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+        }
+        failures
+    }
+}
+
+impl Drop for Sandbox {
+    /// Every repository a test leaves behind must pass `git fsck --full`:
+    /// a missing or corrupt object that git-orch wrote fails the test that
+    /// made it (unless the test already failed for another reason).
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let failures = self.fsck_failures();
+        assert!(
+            failures.is_empty(),
+            "git fsck --full failed at the end of the test:\n{}",
+            failures.join("\n")
+        );
+    }
+}
+
+/// Every git directory under `root` (a `.git` folder or a bare repository;
+/// linked worktrees share their main repository's objects and are checked
+/// through it).
+pub fn git_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        if dir.join("HEAD").is_file() && dir.join("objects").is_dir() && dir.join("refs").exists() {
+            out.push(dir);
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// stdout as a string.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
