@@ -21,7 +21,7 @@ pub struct GateArgs {
 
 pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let runs = run::runs(&store)?;
+    let mut index = crate::state::StateIndex::open(&store)?;
     let spec = args
         .attempt
         .trim_start_matches("orch/")
@@ -43,7 +43,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
         )
     };
     let task = TaskId::new(task).map_err(|_| bad())?;
-    let r = run::pick_run(&runs, run_id).map_err(|e| CommandError::error(e.to_string()))?;
+    let r = run::pick_run(&mut index, run_id).map_err(|e| CommandError::error(e.to_string()))?;
     let n = match n {
         Some(n) => n,
         None => r

@@ -6,7 +6,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
-use crate::store::log::Entry;
+use crate::ids::RunId;
+use crate::state::StateIndex;
+use crate::store::log::{Entry, Problem};
 
 /// Show the event journal of every clone known here, in global order.
 ///
@@ -59,6 +61,52 @@ fn render(entry: &Entry, json: bool) -> String {
     }
 }
 
+/// The events `args` asks for, in global order, and the problems met.
+/// Only what is shown is read, plus the state index when filtering: the
+/// last N events come from the newest end of each log, one run's events
+/// from that run's cached records.
+fn select(
+    store: &crate::store::Store,
+    args: &LogArgs,
+) -> Result<(Vec<Entry>, Vec<Problem>), CommandError> {
+    let (mut entries, mut problems) = match (&args.run, &args.task, args.limit) {
+        (None, None, Some(n)) => {
+            let view = store.log_tail(n)?;
+            let mut problems = StateIndex::open(store)?.problems().to_vec();
+            for p in view.problems {
+                if !problems.contains(&p) {
+                    problems.push(p);
+                }
+            }
+            (view.entries, problems)
+        }
+        (None, None, None) => {
+            let view = store.read_log()?;
+            (view.entries, view.problems)
+        }
+        (run, _, _) => {
+            let mut index = StateIndex::open(store)?;
+            let runs: Vec<RunId> = match run {
+                Some(r) => vec![RunId::new(r).map_err(|e| CommandError::error(e.to_string()))?],
+                None => index.briefs().map(|b| b.id.clone()).collect(),
+            };
+            let mut entries = Vec::new();
+            for r in runs {
+                entries.extend(index.entries_of(&r)?);
+            }
+            entries.sort_by(|a, b| a.record.order_key().cmp(&b.record.order_key()));
+            (entries, index.problems().to_vec())
+        }
+    };
+    entries.retain(|e| wanted(e, args));
+    if let Some(n) = args.limit {
+        let skip = entries.len().saturating_sub(n);
+        entries.drain(..skip);
+    }
+    problems.sort_by(|a, b| (&a.reference, a.seq).cmp(&(&b.reference, b.seq)));
+    Ok((entries, problems))
+}
+
 pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut out = output::Out::new();
@@ -67,18 +115,17 @@ pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
             crate::ids::check(what, v).map_err(|e| CommandError::error(e.to_string()))?;
         }
     }
-    let view = store.read_log()?;
-    let selected: Vec<&Entry> = view.entries.iter().filter(|e| wanted(e, args)).collect();
-    let skip = args.limit.map_or(0, |n| selected.len().saturating_sub(n));
-    let mut shown: HashSet<_> = HashSet::new();
-    for entry in &selected[skip..] {
+    // Where each log stood before reading, for --follow.
+    let mut tips: std::collections::BTreeMap<String, crate::store::Oid> =
+        store.log_tips()?.into_iter().collect();
+    let (entries, problems) = select(&store, args)?;
+    for entry in &entries {
         if !out.line(&render(entry, args.json)) {
             return Ok(exit::OK);
         }
     }
-    shown.extend(view.entries.iter().map(|e| e.id));
     let mut reported: HashSet<String> = HashSet::new();
-    let report = |problems: &[crate::store::log::Problem], reported: &mut HashSet<String>| {
+    let report = |problems: &[Problem], reported: &mut HashSet<String>| {
         for p in problems {
             let line = p.to_string();
             if reported.insert(line.clone()) {
@@ -86,26 +133,40 @@ pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
             }
         }
     };
-    report(&view.problems, &mut reported);
+    report(&problems, &mut reported);
     if !args.follow {
-        if view.problems.is_empty() {
+        if problems.is_empty() {
             return Ok(exit::OK);
         }
         return Err(CommandError::error(format!(
             "{} unreadable event record(s) in the log; the rest is shown above\nhint: fetch an intact copy from another clone with `git orch sync`, or inspect the blob with `git cat-file -p <blob>`",
-            view.problems.len()
+            problems.len()
         )));
     }
     out.flush();
+    let mut shown: HashSet<crate::store::Oid> = HashSet::new();
     loop {
         std::thread::sleep(Duration::from_millis(250));
-        let view = store.read_log()?;
-        for entry in view.entries.iter().filter(|e| wanted(e, args)) {
-            if shown.insert(entry.id) && !out.line(&render(entry, args.json)) {
+        // Only what each log gained since the last look is read.
+        let now: std::collections::BTreeMap<String, crate::store::Oid> =
+            store.log_tips()?.into_iter().collect();
+        let mut found = Vec::new();
+        for (name, tip) in &now {
+            let old = tips.get(name).copied();
+            if old != Some(*tip) {
+                found.extend(store.log_changes(name, old, *tip)?.added);
+            }
+        }
+        tips = now;
+        found.retain(|f| shown.insert(f.id));
+        let (mut fresh, problems) = store.read_found(found);
+        fresh.sort_by(|a, b| a.record.order_key().cmp(&b.record.order_key()));
+        for entry in fresh.iter().filter(|e| wanted(e, args)) {
+            if !out.line(&render(entry, args.json)) {
                 return Ok(exit::OK);
             }
         }
-        report(&view.problems, &mut reported);
+        report(&problems, &mut reported);
         if !out.flush() {
             return Ok(exit::OK);
         }

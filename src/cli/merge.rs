@@ -42,9 +42,10 @@ fn land_all(
     renderer: &progress::Renderer,
 ) -> Result<LandReport, CommandError> {
     let mut total = LandReport::default();
+    let mut index = crate::state::StateIndex::open(store)?;
     loop {
-        let runs = run::runs(store)?;
-        let next: Vec<_> = runs.get(&queue.run).map_or_else(Vec::new, |state| {
+        index.refresh(store)?;
+        let next: Vec<_> = index.run(&queue.run)?.map_or_else(Vec::new, |state| {
             queue.waiting(state).into_iter().take(queue.batch).collect()
         });
         for (e, _) in &next {
@@ -81,8 +82,8 @@ fn land_all(
 
 pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let runs = run::runs(&store)?;
-    let r = run::pick_run(&runs, args.run.as_deref())
+    let mut index = crate::state::StateIndex::open(&store)?;
+    let r = run::pick_run(&mut index, args.run.as_deref())
         .map_err(|e| CommandError::error(e.to_string()))?;
     let strategy = args.strategy.as_deref().and_then(Strategy::parse);
     let queue = Queue::for_run(&store, &r, strategy, args.batch)

@@ -170,11 +170,10 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
     let lander = {
         let store = open_store(&cli.directory)?;
-        let runs = run::runs(&store)?;
-        let state = runs
-            .get(&run_id)
-            .expect("the run was just prepared")
-            .clone();
+        let state = crate::state::StateIndex::open(&store)?
+            .run(&run_id)?
+            .cloned()
+            .expect("the run was just prepared");
         seed_rows(&renderer, &state, ctx.plan());
         let queue = crate::merge::Queue::for_run(&store, &state, None, None)
             .map_err(|e| CommandError::error(e.to_string()))?;

@@ -50,7 +50,7 @@ pub fn rows(
         }
         let last = t.and_then(|t| t.attempts.last());
         let elapsed_ms = last.map(|a| {
-            let start = a.started.map_or(a.created_ms, |s| s.2);
+            let start = a.started.map_or(a.created_ms, |s| s.time_ms);
             a.finished_ms.unwrap_or_else(now_ms) - start
         });
         let gate = last.and_then(|a| {
@@ -189,9 +189,10 @@ fn render(
 
 pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
+    let mut index = crate::state::StateIndex::open(&store)?;
     loop {
-        let runs = run::runs(&store)?;
-        let r = run::pick_run(&runs, args.run.as_deref())
+        index.refresh(&store)?;
+        let r = run::pick_run(&mut index, args.run.as_deref())
             .map_err(|e| CommandError::error(e.to_string()))?;
         let lines = render(&store, &r, args.json)?;
         let mut out = output::Out::new();

@@ -26,8 +26,8 @@ pub struct TaskArgs {
 pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let task = TaskId::new(&args.task).map_err(|e| CommandError::error(e.to_string()))?;
-    let runs = run::runs(&store)?;
-    let r = run::pick_run(&runs, args.run.as_deref())
+    let mut index = crate::state::StateIndex::open(&store)?;
+    let r = run::pick_run(&mut index, args.run.as_deref())
         .map_err(|e| CommandError::error(e.to_string()))?;
     let by = store
         .config_get("user.name")?

@@ -30,9 +30,11 @@ pub fn attempt_globs(store: &Store, branch_ref: &str) -> Result<Option<Vec<Strin
     if !looks_like_attempt {
         return Ok(None);
     }
-    let view = store.read_log()?;
-    let runs = crate::state::fold(view.records());
-    for run in runs.values() {
+    let mut index = crate::state::StateIndex::open(store)?;
+    let Some(run_id) = index.run_of_branch(branch)? else {
+        return Ok(None);
+    };
+    if let Some(run) = index.run(&run_id)? {
         for (task, state) in &run.tasks {
             if !state.attempts.iter().any(|a| a.branch == branch) {
                 continue;

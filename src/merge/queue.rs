@@ -10,7 +10,7 @@
 //! trees; what batching gives up is a gate run on every intermediate commit
 //! (c1 … cK−1 of a passing batch land ungated on their own).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::MergeError;
@@ -22,7 +22,7 @@ use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
 use crate::process::Git;
 use crate::run::driver::LandReport;
-use crate::state::{RunState, TaskStatus};
+use crate::state::{RunState, StateIndex, TaskStatus, VerdictKey};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
 use crate::store::{Oid, Store};
@@ -145,12 +145,11 @@ impl Queue {
                 .depends_on
                 .iter()
                 .all(|d| matches!(status(d), TaskStatus::Done | TaskStatus::Skipped));
-            let (Some((commit, _, _)), Ok(base)) =
-                (&last.result, Oid::from_hex(last.base.as_bytes()))
+            let (Some(result), Ok(base)) = (&last.result, Oid::from_hex(last.base.as_bytes()))
             else {
                 continue;
             };
-            let Ok(result) = Oid::from_hex(commit.as_bytes()) else {
+            let Ok(result) = Oid::from_hex(result.commit.as_bytes()) else {
                 continue;
             };
             if deps_landed {
@@ -216,18 +215,14 @@ impl Queue {
             return Ok(report);
         }
         let this = self.clone();
-        let (entries, cache) = blocking(&dir, move |store| {
-            let view = store.read_log()?;
-            let runs = crate::state::fold(view.records());
-            let run = runs
-                .get(&this.run)
+        let entries = blocking(&dir, move |store| {
+            let mut index = StateIndex::open(store)?;
+            let run = index
+                .run(&this.run)?
                 .ok_or_else(|| MergeError::Config(format!("no run {}", this.run)))?;
             let mut waiting = this.waiting(run);
             waiting.truncate(this.batch);
-            Ok((
-                waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>(),
-                verdict_cache(&view, &runs),
-            ))
+            Ok(waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>())
         })
         .await?;
         if entries.is_empty() {
@@ -252,9 +247,7 @@ impl Queue {
                 return Ok(report);
             }
             // Gate the top; on failure, bisect for the largest good prefix.
-            let (pass, failing) = self
-                .gate(&stack, stack.len(), &cache, cancel, &mut report)
-                .await?;
+            let (pass, failing) = self.gate(&stack, stack.len(), cancel, &mut report).await?;
             let (good, culprit) = if pass {
                 (stack.len(), None)
             } else if stack.len() == 1 {
@@ -263,7 +256,7 @@ impl Queue {
                 let (mut lo, mut hi, mut hi_failing) = (0, stack.len(), failing);
                 while hi - lo > 1 {
                     let mid = (lo + hi) / 2;
-                    let (ok, f) = self.gate(&stack, mid, &cache, cancel, &mut report).await?;
+                    let (ok, f) = self.gate(&stack, mid, cancel, &mut report).await?;
                     if ok {
                         lo = mid;
                     } else {
@@ -432,7 +425,6 @@ impl Queue {
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
-        cache: &HashMap<(String, String, String), Verdict>,
         cancel: &mut tokio::sync::watch::Receiver<bool>,
         report: &mut LandReport,
     ) -> Result<(bool, Vec<Verdict>), MergeError> {
@@ -445,14 +437,15 @@ impl Queue {
             .join("orch")
             .join("scratch")
             .join(self.run.as_str());
-        let tree = {
+        let (tree, cache) = {
             let s = scratch.clone();
             blocking(&self.common_dir, move |store| {
                 let tree = store.commit_info(candidate)?.tree;
+                let cache = StateIndex::open(store)?.verdicts_for(&tree.to_string())?;
                 crate::run::workspace::prepare_scratch(store, &s, candidate).map_err(|e| {
                     MergeError::Config(format!("preparing the scratch worktree: {e}"))
                 })?;
-                Ok(tree)
+                Ok((tree, cache))
             })
             .await?
         };
@@ -493,7 +486,12 @@ impl Queue {
                 .command()
                 .expect("integration gates are commands")
                 .to_owned();
-            let v = match cache.get(&(tree.to_string(), def.name.clone(), cmd.clone())) {
+            let key = VerdictKey {
+                tree: tree.to_string(),
+                gate: def.name.clone(),
+                command: cmd.clone(),
+            };
+            let v = match cache.get(&key) {
                 Some(prev) => Verdict {
                     status: GateStatus::Cached,
                     cached_pass: Some(
@@ -706,9 +704,23 @@ impl Queue {
                 &format!("orch: land run {}", this.run),
             )])?;
             if moved == Applied::Conflict {
+                let landings: Vec<crate::state::Landing> = landed
+                    .iter()
+                    .map(|(e, _, _)| crate::state::Landing {
+                        task: e.task.id.clone(),
+                        attempt: e.attempt,
+                        target: this.target.clone(),
+                        old: old.to_string(),
+                        new: new.to_string(),
+                        commits: Vec::new(),
+                        voided: false,
+                        order: Default::default(),
+                    })
+                    .collect();
                 void(
                     store,
-                    &events,
+                    &this.run,
+                    &landings,
                     "the target moved between recording the landing and moving it",
                 )?;
             }
@@ -725,25 +737,18 @@ impl Queue {
     async fn recover(&self) -> Result<Option<String>, MergeError> {
         let this = self.clone();
         let refusal = blocking(&self.common_dir, move |store| {
-            let view = store.read_log()?;
-            let mut last: Vec<Event> = Vec::new();
-            for r in view.records() {
-                match &r.event {
-                    Event::Landed { target, new, .. } if *target == this.target => {
-                        if !matches!(last.first(), Some(Event::Landed { new: n, .. }) if n == new) {
-                            last.clear();
-                        }
-                        last.push(r.event.clone());
-                    }
-                    Event::LandingVoided { new, .. } => {
-                        last.retain(|e| !matches!(e, Event::Landed { new: n, .. } if n == new));
-                    }
-                    _ => {}
-                }
-            }
-            let Some(Event::Landed { old, new, .. }) = last.first().cloned() else {
+            let mut index = StateIndex::open(store)?;
+            let Some(run) = index.last_landing_run(&this.target)? else {
                 return Ok(None);
             };
+            let last = index
+                .run(&run)?
+                .map(|r| r.last_landing_on(&this.target))
+                .unwrap_or_default();
+            let Some(landing) = last.first() else {
+                return Ok(None);
+            };
+            let (old, new) = (landing.old.clone(), landing.new.clone());
             let (old, new) = (store.parse_oid(&old)?, store.parse_oid(&new)?);
             let target_ref = this.target_ref();
             let tip = store.ref_target(&target_ref)?;
@@ -766,7 +771,7 @@ impl Queue {
                     &target_ref,
                     new,
                     Expected::At(old),
-                    &format!("orch: complete interrupted landing of run {}", this.run),
+                    &format!("orch: complete interrupted landing of run {run}"),
                 )])?;
                 if done == Applied::Done {
                     move_checkouts(store, &target_ref, old, new)?;
@@ -775,6 +780,7 @@ impl Queue {
             }
             void(
                 store,
+                &run,
                 &last,
                 "the landing was interrupted and the target has moved since; it is rebuilt on the new tip",
             )?;
@@ -810,26 +816,22 @@ impl Queue {
     }
 }
 
-/// Records `landed` events as void: the target never moved there, and
+/// Records landings of `run` as void: the target never moved there, and
 /// their attempts wait in the queue again.
-fn void(store: &Store, landed: &[Event], reason: &str) -> Result<(), MergeError> {
+fn void(
+    store: &Store,
+    run: &RunId,
+    landed: &[crate::state::Landing],
+    reason: &str,
+) -> Result<(), MergeError> {
     let events: Vec<Event> = landed
         .iter()
-        .filter_map(|e| match e {
-            Event::Landed {
-                run_id,
-                task,
-                attempt,
-                new,
-                ..
-            } => Some(Event::LandingVoided {
-                run_id: run_id.clone(),
-                task: task.clone(),
-                attempt: *attempt,
-                new: new.clone(),
-                reason: reason.to_owned(),
-            }),
-            _ => None,
+        .map(|l| Event::LandingVoided {
+            run_id: run.clone(),
+            task: l.task.clone(),
+            attempt: l.attempt,
+            new: l.new.clone(),
+            reason: reason.to_owned(),
         })
         .collect();
     if !events.is_empty() {
@@ -900,28 +902,4 @@ pub fn follow_target(store: &Store, remote: &str, target: &str) -> Result<(), Me
             Ok(())
         }
     }
-}
-
-/// Verdicts known per (tree, gate, command): attempts' command gates and
-/// integration verdicts.
-pub fn verdict_cache(
-    view: &crate::store::log::LogView,
-    runs: &std::collections::BTreeMap<RunId, RunState>,
-) -> HashMap<(String, String, String), Verdict> {
-    let mut cache = crate::run::driver::verdict_cache(runs);
-    for r in view.records() {
-        if let Event::IntegrationVerdict { tree, verdict, .. } = &r.event
-            && let Some(cmd) = &verdict.command
-            && matches!(
-                verdict.status,
-                GateStatus::Pass | GateStatus::Fail | GateStatus::Warn
-            )
-        {
-            cache.insert(
-                (tree.clone(), verdict.gate.clone(), cmd.clone()),
-                verdict.clone(),
-            );
-        }
-    }
-    cache
 }

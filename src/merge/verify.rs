@@ -8,8 +8,8 @@
 
 use serde::Serialize;
 
-use crate::event::{Decision, Event};
-use crate::state::RunState;
+use crate::event::Decision;
+use crate::state::{RunState, StateIndex};
 use crate::store::{Oid, Store};
 
 /// The answer for one commit.
@@ -44,99 +44,56 @@ pub fn verify(
     commits: &[Oid],
     require_signed: bool,
 ) -> Result<Vec<Verification>, crate::store::StoreError> {
-    let view = store.read_log()?;
-    let runs = crate::state::fold(view.records());
-    // commit → (run, task, attempt, landing tip)
-    let mut landed: std::collections::HashMap<String, (String, String, u32, String)> =
-        Default::default();
-    let mut integration_ok: std::collections::HashSet<String> = Default::default();
-    let mut integration_bad: std::collections::HashSet<String> = Default::default();
-    for r in view.records() {
-        match &r.event {
-            Event::Landed {
-                run_id,
-                task,
-                attempt,
-                new,
-                commits,
-                ..
-            } => {
-                for c in commits {
-                    landed.insert(
-                        c.clone(),
-                        (run_id.to_string(), task.to_string(), *attempt, new.clone()),
-                    );
-                }
-            }
-            Event::LandingVoided { new, .. } => {
-                landed.retain(|_, (_, _, _, tip)| tip != new);
-            }
-            Event::IntegrationVerdict {
-                candidate, verdict, ..
-            } => {
-                if verdict.blocks() {
-                    integration_bad.insert(candidate.clone());
-                } else {
-                    integration_ok.insert(candidate.clone());
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut index = StateIndex::open(store)?;
     let mut out = Vec::new();
     for &c in commits {
-        let Some((run_id, task, attempt, tip)) = landed.get(&c.to_string()).cloned() else {
+        let hex = c.to_string();
+        let mut found = None;
+        for run_id in index.runs_landing(&hex)? {
+            let Some(run) = index.run(&run_id)? else {
+                continue;
+            };
+            if let Some(l) = run
+                .landings
+                .iter()
+                .rev()
+                .find(|l| !l.voided && l.commits.contains(&hex))
+            {
+                found = Some((run.clone(), l.clone()));
+                break;
+            }
+        }
+        let Some((run, landing)) = found else {
             out.push(no(
                 c,
                 "no git-orch landing records this commit (made by hand, or not landed)".into(),
             ));
             continue;
         };
-        let run = runs.values().find(|r| r.id.as_str() == run_id);
-        let verdict = match run {
-            None => Err(format!("its run {run_id} is not in the log")),
-            Some(run) => check_run(
-                store,
-                run,
-                &task,
-                attempt,
-                &tip,
-                &integration_ok,
-                &integration_bad,
-                require_signed,
-            ),
+        let (task, attempt) = (landing.task.to_string(), landing.attempt);
+        let verdict = check_run(store, &run, &task, attempt, &landing.new, require_signed);
+        let (ok, reason) = match verdict {
+            Ok(reason) => (true, reason),
+            Err(reason) => (false, reason),
         };
-        out.push(match verdict {
-            Ok(reason) => Verification {
-                commit: c.to_string(),
-                ok: true,
-                reason,
-                run: Some(run_id),
-                task: Some(task),
-                attempt: Some(attempt),
-            },
-            Err(reason) => Verification {
-                commit: c.to_string(),
-                ok: false,
-                reason,
-                run: Some(run_id),
-                task: Some(task),
-                attempt: Some(attempt),
-            },
+        out.push(Verification {
+            commit: hex,
+            ok,
+            reason,
+            run: Some(run.id.to_string()),
+            task: Some(task),
+            attempt: Some(attempt),
         });
     }
     Ok(out)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check_run(
     store: &Store,
     run: &RunState,
     task: &str,
     attempt: u32,
     tip: &str,
-    integration_ok: &std::collections::HashSet<String>,
-    integration_bad: &std::collections::HashSet<String>,
     require_signed: bool,
 ) -> Result<String, String> {
     // The approval the run cites must approve exactly the run's plan hash.
@@ -191,7 +148,12 @@ fn check_run(
     if a.outcome != Some(crate::event::Outcome::Passed) || a.verdicts.iter().any(|v| v.blocks()) {
         return Err(format!("attempt {task}/{attempt} did not pass its gates"));
     }
-    if integration_bad.contains(tip) || !integration_ok.contains(tip) {
+    let on_tip: Vec<_> = run
+        .integration
+        .iter()
+        .filter(|i| i.candidate == tip)
+        .collect();
+    if on_tip.is_empty() || on_tip.iter().any(|i| i.verdict.blocks()) {
         return Err(format!(
             "the candidate {tip} did not pass the integration gate"
         ));

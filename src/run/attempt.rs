@@ -9,13 +9,12 @@
 //! attempt without `attempt_finished` is open, and a resumed driver finds
 //! and abandons it.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::agent::{self, AgentSpec, Availability, PromptInput};
-use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome, Verdict};
+use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
 use crate::gate::context::RetryContext;
 use crate::gate::{self, GateDef, Subject};
 use crate::plan::Subtask;
@@ -30,9 +29,6 @@ pub const GRACE: Duration = Duration::from_secs(3);
 /// Bytes of agent output kept in its event.
 pub const TAIL_BYTES: usize = 2 * 1024;
 
-/// Verdicts already known, by (tree, gate, command).
-pub type VerdictCache = HashMap<(String, String, String), Verdict>;
-
 /// Everything one attempt needs.
 pub struct Job {
     pub ctx: Arc<RunContext>,
@@ -44,7 +40,6 @@ pub struct Job {
     pub agents: Vec<String>,
     pub retry: Option<RetryContext>,
     pub gates: Vec<GateDef>,
-    pub cache: Arc<VerdictCache>,
     /// This program, for the commit hook.
     pub exe: PathBuf,
 }
@@ -607,10 +602,20 @@ async fn judge(
     .await?;
     drop(permit);
     let tree_hex = tree.to_string();
-    let cache = job.cache.clone();
+    let cache = {
+        let tree_hex = tree_hex.clone();
+        blocking(&ctx, move |store| {
+            Ok(crate::state::StateIndex::open(store)?.verdicts_for(&tree_hex)?)
+        })
+        .await?
+    };
     let lookup = move |gate: &str, command: &str| {
         cache
-            .get(&(tree_hex.clone(), gate.to_owned(), command.to_owned()))
+            .get(&crate::state::VerdictKey {
+                tree: tree_hex.clone(),
+                gate: gate.to_owned(),
+                command: command.to_owned(),
+            })
             .cloned()
     };
     let base_tree = {

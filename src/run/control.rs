@@ -265,7 +265,7 @@ pub async fn gate_attempt(
                 run.id, run.id
             ))
         })?;
-    let Some((_, tree, _)) = &attempt.result else {
+    let Some(result) = &attempt.result else {
         return Err(RunError::Config(format!(
             "{}/{task} attempt {n} has no result commit yet",
             run.id
@@ -275,7 +275,7 @@ pub async fn gate_attempt(
     if !worktree.exists() {
         // The attempt's worktree was cleaned up: command gates run on its
         // result commit in a scratch worktree instead.
-        let (commit, _, _) = attempt.result.as_ref().expect("checked above");
+        let commit = &result.commit;
         worktree = store
             .orch_dir()
             .join("scratch")
@@ -292,7 +292,7 @@ pub async fn gate_attempt(
         task: sub.clone(),
         attempt: n,
         base_tree: store.commit_info(base)?.tree,
-        result_tree: store.parse_oid(tree)?,
+        result_tree: store.parse_oid(&result.tree)?,
         worktree: worktree.clone(),
         env: vec![
             ("ORCH_RUN".into(), run.id.to_string()),
@@ -311,11 +311,15 @@ pub async fn gate_attempt(
         settings,
     };
     let (_tx, mut cancel) = tokio::sync::watch::channel(false);
-    let cache = super::driver::verdict_cache(&super::runs(&store)?);
-    let tree_hex = tree.clone();
+    let tree_hex = result.tree.clone();
+    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&tree_hex)?;
     let lookup = move |gate: &str, command: &str| {
         cache
-            .get(&(tree_hex.clone(), gate.to_owned(), command.to_owned()))
+            .get(&crate::state::VerdictKey {
+                tree: tree_hex.clone(),
+                gate: gate.to_owned(),
+                command: command.to_owned(),
+            })
             .cloned()
     };
     let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &mut cancel).await?;

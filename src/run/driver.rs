@@ -14,21 +14,21 @@
 //! spent, or on Ctrl-C/SIGTERM; in-flight agents are stopped (TERM, then
 //! KILL) except on budget, where they may finish.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::event::{Event, FailureClass, GateStatus, Outcome, RunSummary, StopReason};
+use crate::event::{Event, FailureClass, Outcome, RunSummary, StopReason};
 use crate::gate::context::RetryContext;
 use crate::ids::TaskId;
 use crate::plan::Plan;
-use crate::state::{RunState, TaskStatus};
+use crate::state::{RunState, StateIndex, TaskStatus};
 use crate::store::{Store, lock};
 
-use super::attempt::{self, End, Job, VerdictCache};
+use super::attempt::{self, End, Job};
 use super::{RunContext, RunError, retries_for, summarize};
 
 /// How a drive ended.
@@ -205,28 +205,6 @@ fn breaker_counts(run: &RunState, since_ms: i64) -> (u32, u32, u32) {
     (agent_failures, retries, empties)
 }
 
-/// Verdicts known per (tree, gate, command), for the verdict cache.
-pub fn verdict_cache(runs: &BTreeMap<crate::ids::RunId, RunState>) -> VerdictCache {
-    let mut cache = HashMap::new();
-    for run in runs.values() {
-        for (_, a) in run.attempts() {
-            let Some((_, tree, _)) = &a.result else {
-                continue;
-            };
-            for v in &a.verdicts {
-                let Some(cmd) = &v.command else { continue };
-                if matches!(
-                    v.status,
-                    GateStatus::Pass | GateStatus::Fail | GateStatus::Warn
-                ) {
-                    cache.insert((tree.clone(), v.gate.clone(), cmd.clone()), v.clone());
-                }
-            }
-        }
-    }
-    cache
-}
-
 /// Stops and abandons attempts a dead driver left open. Returns how many.
 fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
     let mut events = Vec::new();
@@ -356,11 +334,12 @@ pub async fn drive(
         host: super::host(),
     }])?;
     let since_ms = start.first().map_or(0, |r| r.time_ms);
-    let state = super::runs(&store)?;
-    let run = state
-        .get(&ctx.run)
+    let mut index = StateIndex::open(&store)?;
+    let run = index
+        .run(&ctx.run)?
+        .cloned()
         .ok_or_else(|| RunError::Config(format!("run {} is not in the log", ctx.run)))?;
-    let abandoned = abandon_orphans(&store, run)?;
+    let abandoned = abandon_orphans(&store, &run)?;
     progress(Progress::Resumed {
         run: ctx.run.to_string(),
         abandoned,
@@ -377,10 +356,12 @@ pub async fn drive(
         .map_err(|e| RunError::Config(format!("cannot watch SIGTERM: {e}")))?;
     let plan = ctx.plan().clone();
     loop {
-        let runs = super::runs(&store)?;
-        let run = runs
-            .get(&ctx.run)
+        index.refresh(&store)?;
+        let run = index
+            .run(&ctx.run)?
+            .cloned()
             .ok_or_else(|| RunError::Config(format!("run {} vanished from the log", ctx.run)))?;
+        let run = &run;
         // Cancel requests for live attempts.
         for task in &live {
             if run
@@ -438,7 +419,6 @@ pub async fn drive(
         }
         if stop.is_none() {
             let serial_running = live.iter().any(|t| serial.contains(t));
-            let cache = Arc::new(verdict_cache(&runs));
             for task in ready_tasks(run, &plan, live.len(), serial_running) {
                 if live.len() >= ctx.run_settings.cap || live.contains(&task) {
                     continue;
@@ -462,7 +442,6 @@ pub async fn drive(
                     task: sub,
                     n,
                     gates,
-                    cache: cache.clone(),
                     exe: exe.clone(),
                 };
                 progress(Progress::Dispatched {
@@ -507,8 +486,12 @@ pub async fn drive(
             if let Some(outcome) = stop.take() {
                 return Ok(outcome);
             }
-            let runs = super::runs(&store)?;
-            let run = &runs[&ctx.run];
+            index.refresh(&store)?;
+            let run = index
+                .run(&ctx.run)?
+                .cloned()
+                .expect("the run was read above");
+            let run = &run;
             let queued = plan.subtasks.iter().any(|sub| {
                 run.tasks
                     .get(&sub.id)
@@ -522,7 +505,8 @@ pub async fn drive(
                 }])?;
                 // The run is archived: landed attempts' worktrees go, by the
                 // cleanup rules (never a dirty one).
-                let runs = super::runs(&store)?;
+                index.refresh(&store)?;
+                let runs = index.runs_where(|b| b.id == ctx.run)?;
                 let filter = super::control::CleanupFilter {
                     run: Some(ctx.run.clone()),
                     landed_only: true,

@@ -23,7 +23,7 @@ use crate::event::{Event, RunSettings, RunSummary};
 use crate::ids::{PlanId, RunId};
 use crate::plan::Plan;
 use crate::plan::revisions::{self, PlanRevision};
-use crate::state::{self, RunState, TaskStatus};
+use crate::state::{RunState, StateIndex, TaskStatus};
 use crate::store::{Oid, Store, StoreError};
 
 /// What the user asked for on the command line.
@@ -176,18 +176,20 @@ pub fn host() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// The current state of every run.
-pub fn runs(store: &Store) -> Result<std::collections::BTreeMap<RunId, RunState>, StoreError> {
-    let view = store.read_log()?;
-    Ok(state::fold(view.records()))
-}
-
 /// The unfinished run of `plan_id`, if any.
-pub fn unfinished(store: &Store, plan_id: &PlanId) -> Result<Option<RunState>, StoreError> {
-    Ok(runs(store)?
-        .into_values()
-        .filter(|r| r.plan_id == *plan_id && r.finished.is_none())
-        .max_by_key(|r| r.started_ms))
+pub fn unfinished(
+    index: &mut StateIndex,
+    plan_id: &PlanId,
+) -> Result<Option<RunState>, StoreError> {
+    let newest = index
+        .briefs()
+        .filter(|b| b.plan_id == *plan_id && !b.finished)
+        .max_by_key(|b| b.started_ms)
+        .map(|b| b.id.clone());
+    match newest {
+        Some(id) => Ok(index.run(&id)?.cloned()),
+        None => Ok(None),
+    }
 }
 
 /// Path of the lock the driver of `run` holds.
@@ -209,7 +211,8 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         )));
     };
     let revision = *current;
-    let previous = unfinished(store, plan_id)?;
+    let mut index = StateIndex::open(store)?;
+    let previous = unfinished(&mut index, plan_id)?;
     if let Some(prev) = &previous
         && prev.plan_hash != revision.hash
     {
@@ -473,6 +476,8 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         finished: None,
         tasks: Default::default(),
         claims: Default::default(),
+        landings: Vec::new(),
+        integration: Vec::new(),
     }
 }
 
@@ -543,24 +548,26 @@ pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> 
 
 /// The run a command means: `given`, else the newest unfinished run, else
 /// the newest run.
-pub fn pick_run(
-    runs: &std::collections::BTreeMap<RunId, RunState>,
-    given: Option<&str>,
-) -> Result<RunState, RunError> {
+pub fn pick_run(index: &mut StateIndex, given: Option<&str>) -> Result<RunState, RunError> {
     if let Some(g) = given {
         let id = RunId::new(g).map_err(|e| RunError::Config(e.to_string()))?;
-        return runs.get(&id).cloned().ok_or_else(|| {
+        return index.run(&id)?.cloned().ok_or_else(|| {
             RunError::Config(format!(
                 "no run {id}\nhint: `git orch status` without an argument shows the newest run"
             ))
         });
     }
-    runs.values()
-        .filter(|r| r.finished.is_none())
-        .max_by_key(|r| r.started_ms)
-        .or_else(|| runs.values().max_by_key(|r| r.started_ms))
-        .cloned()
+    let newest = index
+        .briefs()
+        .filter(|b| !b.finished)
+        .max_by_key(|b| b.started_ms)
+        .or_else(|| index.briefs().max_by_key(|b| b.started_ms))
+        .map(|b| b.id.clone())
         .ok_or_else(|| {
             RunError::Config("no runs yet\nhint: `git orch run <plan>` starts one".into())
-        })
+        })?;
+    Ok(index
+        .run(&newest)?
+        .cloned()
+        .expect("a run with a brief has a state"))
 }

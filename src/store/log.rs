@@ -69,7 +69,7 @@ pub struct Entry {
 }
 
 /// A record that could not be read; the rest of the log stays readable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Problem {
     pub reference: String,
     pub seq: Option<u64>,
@@ -452,64 +452,133 @@ impl Store {
     pub fn read_log(&self) -> Result<LogView> {
         let mut view = LogView::default();
         let mut seen_trees: HashSet<Oid> = HashSet::new();
-        let mut seen_blobs: HashSet<Oid> = HashSet::new();
-        let mut found: Vec<(Oid, String, String, Option<u64>, String)> = Vec::new();
+        let mut found = Vec::new();
         for (reference, tip) in self.log_tips()? {
-            let writer = reference.rsplit('/').next().unwrap_or_default().to_owned();
-            let tree = match self.commit_info(tip) {
-                Ok(info) => info.tree,
-                Err(e) => {
-                    view.problems.push(Problem {
-                        reference: reference.clone(),
-                        seq: None,
-                        path: tip.to_string(),
-                        reason: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            let mut stack = vec![(tree, String::new())];
-            while let Some((tree_id, prefix)) = stack.pop() {
-                if !seen_trees.insert(tree_id) {
-                    continue;
-                }
-                let tree = match self.repo.find_tree(tree_id) {
-                    Ok(t) => t,
-                    Err(e) => {
-                        view.problems.push(Problem {
-                            reference: reference.clone(),
-                            seq: None,
-                            path: prefix.clone(),
-                            reason: super::chain(&e),
-                        });
-                        continue;
-                    }
-                };
-                let decoded = tree
-                    .decode()
-                    .map_err(|e| StoreError::git(format!("decoding tree {tree_id}"), e))?;
-                for entry in &decoded.entries {
-                    let name = entry.filename.to_string();
-                    let path = if prefix.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{prefix}/{name}")
-                    };
-                    if entry.mode.is_tree() {
-                        stack.push((entry.oid.to_owned(), path));
-                    } else if seen_blobs.insert(entry.oid.to_owned()) {
-                        let seq = name.split('-').next().and_then(|s| s.parse().ok());
-                        found.push((
-                            entry.oid.to_owned(),
-                            reference.clone(),
-                            writer.clone(),
-                            seq,
-                            path,
-                        ));
-                    }
+            let listed = self
+                .tip_tree(tip)
+                .and_then(|tree| self.tree_blobs(tree, Some(&mut seen_trees)));
+            match listed {
+                Ok(blobs) => found.extend(
+                    blobs
+                        .into_iter()
+                        .map(|(path, id)| Found::new(&reference, path, id)),
+                ),
+                Err(e) => view.problems.push(Problem {
+                    reference: reference.clone(),
+                    seq: None,
+                    path: tip.to_string(),
+                    reason: e.to_string(),
+                }),
+            }
+        }
+        let (entries, problems) = self.read_found(found);
+        view.entries = entries;
+        view.problems.extend(problems);
+        view.sort();
+        Ok(view)
+    }
+
+    /// What changed in the log ref `reference` when its tip moved from
+    /// `old` (`None`: the ref is new) to `new`: the event blobs added, and
+    /// any entry removed or replaced. An append-only log only ever adds;
+    /// anything in `lost` means the ref was rewritten. The cost follows the
+    /// size of the change, not of the log.
+    pub fn log_changes(&self, reference: &str, old: Option<Oid>, new: Oid) -> Result<LogChanges> {
+        let old_tree = old.map(|o| self.tip_tree(o)).transpose()?;
+        let new_tree = self.tip_tree(new)?;
+        let mut changes = LogChanges::default();
+        for c in self.tree_changes(old_tree, new_tree)? {
+            match (c.old, c.new) {
+                (None, Some(id)) => changes.added.push(Found::new(reference, c.path, id)),
+                _ => changes.lost.push(c),
+            }
+        }
+        Ok(changes)
+    }
+
+    /// The last `n` events of the union of all logs, in global order,
+    /// reading only the newest entries of each log (a writer's events sort
+    /// by seq, and its clock grows with its seq).
+    pub fn log_tail(&self, n: usize) -> Result<LogView> {
+        let mut view = LogView::default();
+        let mut found = Vec::new();
+        let mut ids: HashSet<Oid> = HashSet::new();
+        for (reference, tip) in self.log_tips()? {
+            let mut newest = Vec::new();
+            let listed = self
+                .tip_tree(tip)
+                .and_then(|tree| self.newest_blobs(tree, n, &mut newest));
+            if let Err(e) = listed {
+                view.problems.push(Problem {
+                    reference: reference.clone(),
+                    seq: None,
+                    path: tip.to_string(),
+                    reason: e.to_string(),
+                });
+            }
+            for (path, id) in newest {
+                if ids.insert(id) {
+                    found.push(Found::new(&reference, path, id));
                 }
             }
         }
+        let (entries, problems) = self.read_found(found);
+        view.entries = entries;
+        view.problems.extend(problems);
+        view.sort();
+        let extra = view.entries.len().saturating_sub(n);
+        view.entries.drain(..extra);
+        Ok(view)
+    }
+
+    /// Collects up to `n` blobs with the greatest paths under `tree`,
+    /// walking from the end so older parts are never read.
+    fn newest_blobs(&self, tree: Oid, n: usize, out: &mut Vec<(String, Oid)>) -> Result<()> {
+        fn walk(
+            store: &Store,
+            tree: Oid,
+            prefix: &str,
+            n: usize,
+            out: &mut Vec<(String, Oid)>,
+        ) -> Result<()> {
+            let mut entries = store.tree_entries(tree)?;
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (name, id, is_tree) in entries.into_iter().rev() {
+                if out.len() >= n {
+                    return Ok(());
+                }
+                let path = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                if is_tree {
+                    walk(store, id, &path, n, out)?;
+                } else {
+                    out.push((path, id));
+                }
+            }
+            Ok(())
+        }
+        walk(self, tree, "", n, out)
+    }
+
+    /// The tree of a log commit.
+    pub fn tip_tree(&self, tip: Oid) -> Result<Oid> {
+        if let Some(hit) = self
+            .tips
+            .lock()
+            .expect("cache lock is never poisoned")
+            .get(&tip)
+        {
+            return Ok(hit.1);
+        }
+        Ok(self.commit_info(tip)?.tree)
+    }
+
+    /// Reads and checks found event blobs; what cannot be read becomes a
+    /// problem and the rest stays readable. Entries are not sorted.
+    pub fn read_found(&self, found: Vec<Found>) -> (Vec<Entry>, Vec<Problem>) {
         // Reading loose objects is dominated by per-file work (open, map,
         // inflate), so the blobs are parsed on every core, each thread with
         // its own repository handle.
@@ -518,80 +587,123 @@ impl Store {
             .unwrap_or(1)
             .min(found.len() / 512 + 1);
         let chunk = found.len().div_ceil(threads.max(1)).max(1);
-        let results: Vec<Vec<(usize, std::result::Result<Record, String>)>> =
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = found
-                    .chunks(chunk)
-                    .enumerate()
-                    .map(|(c, part)| {
-                        let repo = self.repo.clone();
-                        scope.spawn(move || {
-                            part.iter()
-                                .enumerate()
-                                .map(|(i, (id, _, writer, seq, _))| {
-                                    (c * chunk + i, parse_entry(&repo, *id, writer, *seq))
-                                })
-                                .collect()
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("log reader thread does not panic"))
-                    .collect()
-            });
-        let mut found: Vec<_> = found.into_iter().map(Some).collect();
-        for (index, result) in results.into_iter().flatten() {
-            let (id, reference, _, seq, path) =
-                found[index].take().expect("each entry is parsed once");
+        let results: Vec<Vec<std::result::Result<Record, String>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = found
+                .chunks(chunk)
+                .map(|part| {
+                    let repo = self.repo.clone();
+                    scope.spawn(move || part.iter().map(|f| parse_entry(&repo, f)).collect())
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("log reader thread does not panic"))
+                .collect()
+        });
+        let mut entries = Vec::with_capacity(found.len());
+        let mut problems = Vec::new();
+        for (f, result) in found.into_iter().zip(results.into_iter().flatten()) {
             match result {
-                Ok(record) => view.entries.push(Entry {
-                    id,
-                    reference,
+                Ok(record) => entries.push(Entry {
+                    id: f.id,
+                    reference: f.reference,
                     record,
                 }),
-                Err(reason) => view.problems.push(Problem {
-                    reference,
-                    seq,
-                    path,
+                Err(reason) => problems.push(Problem {
+                    reference: f.reference,
+                    seq: f.seq,
+                    path: f.path,
                     reason,
                 }),
             }
         }
-        view.entries.sort_by(|a, b| {
+        (entries, problems)
+    }
+}
+
+/// An event blob found in a log tree, not read yet.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub id: Oid,
+    /// The log ref it was found under.
+    pub reference: String,
+    /// The writer that ref belongs to.
+    pub writer: String,
+    /// Its path in the log tree.
+    pub path: String,
+    /// The seq its file name gives, if it parses.
+    pub seq: Option<u64>,
+}
+
+impl Found {
+    fn new(reference: &str, path: String, id: Oid) -> Self {
+        let name = path.rsplit('/').next().unwrap_or_default();
+        Found {
+            id,
+            reference: reference.to_owned(),
+            writer: reference.rsplit('/').next().unwrap_or_default().to_owned(),
+            seq: name.split('-').next().and_then(|s| s.parse().ok()),
+            path,
+        }
+    }
+}
+
+/// What moved in one log ref (see [`Store::log_changes`]).
+#[derive(Debug, Default)]
+pub struct LogChanges {
+    /// Event blobs that are new.
+    pub added: Vec<Found>,
+    /// Entries removed or replaced: the ref was rewritten.
+    pub lost: Vec<super::objects::TreeChange>,
+}
+
+impl LogView {
+    /// Puts entries in global order, problems by ref and seq.
+    fn sort(&mut self) {
+        self.entries.sort_by(|a, b| {
             a.record
                 .order_key()
                 .cmp(&b.record.order_key())
                 .then(a.id.cmp(&b.id))
         });
-        view.problems
+        self.problems
             .sort_by(|a, b| (&a.reference, a.seq).cmp(&(&b.reference, b.seq)));
-        Ok(view)
     }
 }
 
-/// Reads and checks one event blob: it must be a record of this format,
-/// written by the writer whose log holds it, at the seq its name says.
-fn parse_entry(
-    repo: &gix::Repository,
-    id: Oid,
-    writer: &str,
-    seq: Option<u64>,
-) -> std::result::Result<Record, String> {
+/// Reads and checks one event blob: its file name must name it
+/// (`<seq>-<first 8 hex digits of its id>.json`), and it must be a record
+/// of this format, written by the writer whose log holds it, at the seq
+/// its name says. A blob under a name that is not its own was put there by
+/// something other than git-orch (a rewritten log), and is not trusted.
+fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Record, String> {
+    let id = found.id;
+    let name = found.path.rsplit('/').next().unwrap_or_default();
+    let hex = id.to_hex().to_string();
+    let named = name
+        .strip_suffix(".json")
+        .and_then(|n| n.split_once('-'))
+        .map(|(_, b)| b);
+    if named != Some(&hex[..8]) {
+        return Err(format!(
+            "blob {id} sits at {} whose name does not name it (the log was rewritten by something other than git-orch)",
+            found.path
+        ));
+    }
     let blob = repo
         .find_blob(id)
         .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?;
     let record = Record::from_json(&blob.data).map_err(|why| format!("blob {id} {why}"))?;
-    if record.writer.as_str() != writer {
+    if record.writer.as_str() != found.writer {
         return Err(format!(
-            "blob {id} claims writer {} but sits in the log of {writer}",
-            record.writer
+            "blob {id} claims writer {} but sits in the log of {}",
+            record.writer, found.writer
         ));
     }
-    if seq != Some(record.seq) {
+    if found.seq != Some(record.seq) {
         return Err(format!(
-            "blob {id} claims seq {} but its file name says {seq:?}",
-            record.seq
+            "blob {id} claims seq {} but its file name says {:?}",
+            record.seq, found.seq
         ));
     }
     Ok(record)

@@ -19,6 +19,25 @@ pub struct PathChange {
     pub submodule: bool,
 }
 
+/// One non-tree entry that differs between two trees (see
+/// [`Store::tree_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeChange {
+    pub path: String,
+    /// The entry before (None: added).
+    pub old: Option<Oid>,
+    /// The entry after (None: removed).
+    pub new: Option<Oid>,
+}
+
+fn join_path(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
 /// A commit's fields that the layers above need, detached from gix.
 #[derive(Debug, Clone)]
 pub struct CommitInfo {
@@ -208,30 +227,106 @@ impl Store {
 
     /// Every non-tree path under the tree `tree`.
     pub fn paths_in_tree(&self, tree: Oid) -> Result<Vec<String>> {
+        let mut out: Vec<String> = self
+            .tree_blobs(tree, None)?
+            .into_iter()
+            .map(|(path, _)| path)
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// The entries of one tree: (name, id, whether it is a tree), in git's
+    /// order.
+    pub(crate) fn tree_entries(&self, tree: Oid) -> Result<Vec<(String, Oid, bool)>> {
+        let found = self
+            .repo
+            .find_tree(tree)
+            .map_err(|e| StoreError::git(format!("reading tree {tree}"), e))?;
+        let decoded = found
+            .decode()
+            .map_err(|e| StoreError::git(format!("decoding tree {tree}"), e))?;
+        Ok(decoded
+            .entries
+            .iter()
+            .map(|e| (e.filename.to_string(), e.oid.to_owned(), e.mode.is_tree()))
+            .collect())
+    }
+
+    /// Every non-tree entry under `tree` with its id. With `seen`,
+    /// subtrees listed there are skipped and every subtree walked is added
+    /// to it, so walking several trees that share subtrees at the same
+    /// paths (the copies of one log) reads each subtree once.
+    pub fn tree_blobs(
+        &self,
+        tree: Oid,
+        mut seen: Option<&mut std::collections::HashSet<Oid>>,
+    ) -> Result<Vec<(String, Oid)>> {
         let mut out = Vec::new();
         let mut stack = vec![(tree, String::new())];
         while let Some((id, prefix)) = stack.pop() {
-            let tree = self
-                .repo
-                .find_tree(id)
-                .map_err(|e| StoreError::git(format!("reading tree {id}"), e))?;
-            let decoded = tree
-                .decode()
-                .map_err(|e| StoreError::git(format!("decoding tree {id}"), e))?;
-            for entry in &decoded.entries {
-                let path = if prefix.is_empty() {
-                    entry.filename.to_string()
+            if let Some(seen) = seen.as_deref_mut()
+                && !seen.insert(id)
+            {
+                continue;
+            }
+            for (name, oid, is_tree) in self.tree_entries(id)? {
+                let path = join_path(&prefix, &name);
+                if is_tree {
+                    stack.push((oid, path));
                 } else {
-                    format!("{prefix}/{}", entry.filename)
-                };
-                if entry.mode.is_tree() {
-                    stack.push((entry.oid.to_owned(), path));
-                } else {
-                    out.push(path);
+                    out.push((path, oid));
                 }
             }
         }
-        out.sort();
+        Ok(out)
+    }
+
+    /// The non-tree entries that differ between `old` (`None`: nothing)
+    /// and `new`, found by comparing ids, so identical subtrees are never
+    /// read: the cost follows the size of the change, not of the trees.
+    pub fn tree_changes(&self, old: Option<Oid>, new: Oid) -> Result<Vec<TreeChange>> {
+        let mut out = Vec::new();
+        let mut stack = vec![(old, Some(new), String::new())];
+        while let Some((a, b, prefix)) = stack.pop() {
+            if a == b {
+                continue;
+            }
+            let list =
+                |id: Option<Oid>| -> Result<std::collections::BTreeMap<String, (Oid, bool)>> {
+                    Ok(match id {
+                        Some(id) => self
+                            .tree_entries(id)?
+                            .into_iter()
+                            .map(|(n, o, t)| (n, (o, t)))
+                            .collect(),
+                        None => Default::default(),
+                    })
+                };
+            let (left, right) = (list(a)?, list(b)?);
+            let names: std::collections::BTreeSet<&String> =
+                left.keys().chain(right.keys()).collect();
+            for name in names {
+                let path = join_path(&prefix, name);
+                let (l, r) = (left.get(name), right.get(name));
+                if l.map(|x| x.0) == r.map(|x| x.0) && l.map(|x| x.1) == r.map(|x| x.1) {
+                    continue;
+                }
+                let sub = |x: Option<&(Oid, bool)>| x.filter(|(_, t)| *t).map(|(o, _)| *o);
+                let blob = |x: Option<&(Oid, bool)>| x.filter(|(_, t)| !*t).map(|(o, _)| *o);
+                if sub(l).is_some() || sub(r).is_some() {
+                    stack.push((sub(l), sub(r), path.clone()));
+                }
+                if blob(l).is_some() || blob(r).is_some() {
+                    out.push(TreeChange {
+                        path,
+                        old: blob(l),
+                        new: blob(r),
+                    });
+                }
+            }
+        }
+        out.sort_by(|x, y| x.path.cmp(&y.path));
         Ok(out)
     }
 

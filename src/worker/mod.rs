@@ -34,7 +34,7 @@ use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
 use crate::run::driver::{LandReport, Progress, agent_chain, attempt_base, ready_tasks};
 use crate::run::{RunContext, RunError};
-use crate::state::RunState;
+use crate::state::{RunState, StateIndex};
 use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
 use crate::store::{Oid, Store, StoreError};
 
@@ -153,6 +153,8 @@ fn claim_is_free(run: &RunState, commit: Oid, claim: &Claim) -> Option<Option<St
 /// The worker itself.
 pub struct Worker {
     store: Store,
+    /// The folded log, refreshed every round.
+    index: StateIndex,
     opts: WorkerOptions,
     contexts: HashMap<RunId, Arc<RunContext>>,
     live: BTreeMap<(RunId, TaskId), Live>,
@@ -174,6 +176,7 @@ impl Worker {
             .min(opts.lease / 3)
             .max(Duration::from_millis(100));
         Ok(Self {
+            index: StateIndex::open(&store)?,
             store,
             opts,
             contexts: HashMap::new(),
@@ -196,7 +199,8 @@ impl Worker {
         let mut claimed_once = false;
         loop {
             self.sync(report);
-            let runs = crate::run::runs(&self.store)?;
+            // Finished runs are history: only unfinished ones are loaded.
+            let runs = self.unfinished_runs()?;
             self.watch_leases(report)?;
             let may_claim = !(self.opts.once && claimed_once);
             if may_claim {
@@ -500,14 +504,13 @@ impl Worker {
             took_over_from,
         });
         // Re-read: the abandonment above changes the retry context.
-        let runs = crate::run::runs(&self.store)?;
-        let run = runs.get(&run.id).unwrap_or(run);
+        let fresh = self.unfinished_runs()?;
+        let run = fresh.get(&run.id).unwrap_or(run);
         let sub = ctx
             .plan()
             .subtask(task.as_str())
             .expect("ready tasks come from the plan")
             .clone();
-        let cache = Arc::new(crate::run::driver::verdict_cache(&runs));
         let job = Job {
             base: attempt_base(&self.store, ctx)?,
             ctx: ctx.clone(),
@@ -516,7 +519,6 @@ impl Worker {
             gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
             task: sub,
             n,
-            cache,
             exe: self.exe.clone(),
         };
         report(Report::Run {
@@ -571,6 +573,12 @@ impl Worker {
     }
 
     /// Whether an attempt this worker ran waits to land.
+    /// Every unfinished run, read from the state index brought up to date.
+    fn unfinished_runs(&mut self) -> Result<BTreeMap<RunId, RunState>, WorkerError> {
+        self.index.refresh(&self.store)?;
+        Ok(self.index.runs_where(|b| !b.finished)?)
+    }
+
     fn has_own_queued(&self, runs: &BTreeMap<RunId, RunState>) -> bool {
         let Ok(me) = self.store.writer() else {
             return false;
@@ -725,7 +733,8 @@ impl Worker {
             }])?;
             // Archived: this clone's landed attempts' worktrees go (never a
             // dirty one; other clones clean their own).
-            let runs = crate::run::runs(&self.store)?;
+            self.index.refresh(&self.store)?;
+            let runs = self.index.runs_where(|b| b.id == run.id)?;
             let filter = crate::run::control::CleanupFilter {
                 run: Some(run.id.clone()),
                 landed_only: true,

@@ -1,10 +1,19 @@
 //! The state of runs, folded from the event log.
 //!
-//! State is never stored: every reader folds the union of all clones' logs
-//! in global order, so every clone that holds the same events sees the same
-//! state. This module is pure; it takes records and returns values. It does
-//! not decide what to do next (that is the scheduler's job); it says what
-//! happened.
+//! State is never stored as truth: it is the fold of the union of all
+//! clones' logs in global order, so every clone that holds the same events
+//! sees the same state. The fold itself ([`fold`]) is pure: it takes records
+//! and returns values, and it is the only place that says what a sequence
+//! of events means, landings and the verdict cache included. It does not
+//! decide what to do next (that is the scheduler's job).
+//!
+//! [`index`] keeps that fold up to date incrementally and caches it under
+//! `.git/orch/state/`, so that reading state costs what changed since the
+//! last read, not the whole history.
+
+pub mod index;
+
+pub use index::{RunBrief, StateIndex};
 
 use std::collections::BTreeMap;
 
@@ -43,6 +52,56 @@ pub struct AgentRun {
     pub unavailable: Option<String>,
 }
 
+/// The agent process of an attempt, as recorded when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct AgentProcess {
+    pub pid: u32,
+    /// Its process group (the agent leads its own).
+    pub pgid: u32,
+    pub time_ms: i64,
+}
+
+/// An attempt's result commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AttemptOutput {
+    pub commit: String,
+    pub tree: String,
+    /// Paths changed relative to the attempt's base.
+    pub changed: usize,
+}
+
+/// Where the merge queue put an attempt's work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LandedOn {
+    /// The target's tip after the landing.
+    pub new: String,
+    /// The commits the attempt added to the target, oldest first.
+    pub commits: Vec<String>,
+}
+
+/// One `landed` record of a run, and whether a later record voided it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Landing {
+    pub task: TaskId,
+    pub attempt: u32,
+    pub target: String,
+    pub old: String,
+    pub new: String,
+    pub commits: Vec<String>,
+    pub voided: bool,
+    /// Its place in the global order (clock, writer, seq).
+    pub order: (u64, String, u64),
+}
+
+/// The integration gate's verdict on one candidate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct IntegrationRecord {
+    pub candidate: String,
+    pub tree: String,
+    pub attempts: Vec<String>,
+    pub verdict: Verdict,
+}
+
 /// One attempt at one task.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AttemptState {
@@ -54,19 +113,18 @@ pub struct AttemptState {
     pub port: u16,
     pub agent: String,
     pub created_ms: i64,
-    /// (pid, pgid, time) of the agent process.
-    pub started: Option<(u32, u32, i64)>,
+    /// The agent process, once it started.
+    pub started: Option<AgentProcess>,
     pub setup_ok: Option<bool>,
     pub agent_run: Option<AgentRun>,
-    /// (commit, tree, changed paths).
-    pub result: Option<(String, String, usize)>,
+    pub result: Option<AttemptOutput>,
     pub verdicts: Vec<Verdict>,
     pub outcome: Option<Outcome>,
     pub failure: Option<Failure>,
     pub finished_ms: Option<i64>,
     pub cleaned: bool,
-    /// (new target tip, commits) once the merge queue landed it.
-    pub landed: Option<(String, Vec<String>)>,
+    /// Set once the merge queue landed it (and not voided since).
+    pub landed: Option<LandedOn>,
     /// Why the merge queue could not land it.
     pub landing_failure: Option<Failure>,
     /// Conflicting paths and hunks, and failing integration verdicts, of a
@@ -257,6 +315,10 @@ pub struct RunState {
     pub tasks: BTreeMap<TaskId, TaskState>,
     /// Claims recorded by workers, by claim commit (see `worker`).
     pub claims: BTreeMap<String, ClaimState>,
+    /// Every `landed` record, in global order.
+    pub landings: Vec<Landing>,
+    /// Every integration gate verdict, in global order.
+    pub integration: Vec<IntegrationRecord>,
 }
 
 /// A claim a worker recorded winning, and what became of its lease.
@@ -286,6 +348,27 @@ impl RunState {
 }
 
 impl RunState {
+    /// The newest landing of this run on `target` (every attempt of it, for
+    /// a batch), or nothing when it was voided.
+    pub fn last_landing_on(&self, target: &str) -> Vec<Landing> {
+        let Some(newest) = self
+            .landings
+            .iter()
+            .filter(|l| l.target == target)
+            .max_by(|a, b| a.order.cmp(&b.order))
+        else {
+            return Vec::new();
+        };
+        if newest.voided {
+            return Vec::new();
+        }
+        self.landings
+            .iter()
+            .filter(|l| l.target == target && l.new == newest.new && !l.voided)
+            .cloned()
+            .collect()
+    }
+
     /// Money spent so far.
     pub fn cost(&self) -> f64 {
         0.0 + self.tasks.values().map(TaskState::cost).sum::<f64>()
@@ -348,6 +431,8 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 finished: None,
                 tasks: BTreeMap::new(),
                 claims: BTreeMap::new(),
+                landings: Vec::new(),
+                integration: Vec::new(),
             });
         }
         Event::RunResumed { run_id, pid, host } => {
@@ -413,7 +498,11 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 .get_mut(run_id)
                 .and_then(|run| run.attempt_mut(task, *attempt))
             {
-                a.started = Some((*pid, *pgid, r.time_ms));
+                a.started = Some(AgentProcess {
+                    pid: *pid,
+                    pgid: *pgid,
+                    time_ms: r.time_ms,
+                });
             }
         }
         Event::SetupFinished {
@@ -468,7 +557,11 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 .get_mut(run_id)
                 .and_then(|run| run.attempt_mut(task, *attempt))
             {
-                a.result = Some((commit.clone(), tree.clone(), *changed));
+                a.result = Some(AttemptOutput {
+                    commit: commit.clone(),
+                    tree: tree.clone(),
+                    changed: *changed,
+                });
             }
         }
         Event::GateVerdict {
@@ -526,15 +619,30 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             run_id,
             task,
             attempt,
+            target,
+            old,
             new,
             commits,
             ..
         } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.landed = Some((new.clone(), commits.clone()));
+            let Some(run) = runs.get_mut(run_id) else {
+                return;
+            };
+            run.landings.push(Landing {
+                task: task.clone(),
+                attempt: *attempt,
+                target: target.clone(),
+                old: old.clone(),
+                new: new.clone(),
+                commits: commits.clone(),
+                voided: false,
+                order: (r.clock, r.writer.to_string(), r.seq),
+            });
+            if let Some(a) = run.attempt_mut(task, *attempt) {
+                a.landed = Some(LandedOn {
+                    new: new.clone(),
+                    commits: commits.clone(),
+                });
             }
         }
         Event::LandingVoided {
@@ -544,12 +652,36 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             new,
             ..
         } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-                && a.landed.as_ref().is_some_and(|(n, _)| n == new)
+            let Some(run) = runs.get_mut(run_id) else {
+                return;
+            };
+            for l in run
+                .landings
+                .iter_mut()
+                .filter(|l| l.task == *task && l.attempt == *attempt && l.new == *new)
+            {
+                l.voided = true;
+            }
+            if let Some(a) = run.attempt_mut(task, *attempt)
+                && a.landed.as_ref().is_some_and(|l| l.new == *new)
             {
                 a.landed = None;
+            }
+        }
+        Event::IntegrationVerdict {
+            run_id,
+            candidate,
+            tree,
+            attempts,
+            verdict,
+        } => {
+            if let Some(run) = runs.get_mut(run_id) {
+                run.integration.push(IntegrationRecord {
+                    candidate: candidate.clone(),
+                    tree: tree.clone(),
+                    attempts: attempts.clone(),
+                    verdict: verdict.clone(),
+                });
             }
         }
         Event::LandingFailed {
@@ -600,7 +732,6 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             }
         }
         Event::Initialized { .. }
-        | Event::IntegrationVerdict { .. }
         | Event::PlanAdded { .. }
         | Event::ApprovalRecorded { .. }
         | Event::DebugMarker { .. } => {}
@@ -648,6 +779,62 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             }
         }
     }
+}
+
+/// What a verdict of a command gate is cached under: the same command on
+/// the same tree gives the same answer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VerdictKey {
+    pub tree: String,
+    pub gate: String,
+    pub command: String,
+}
+
+/// Verdicts already known, by [`VerdictKey`].
+pub type VerdictCache = std::collections::HashMap<VerdictKey, Verdict>;
+
+/// The verdict cache of `runs`: every decided verdict of a command gate on
+/// an attempt's result tree, and of the integration gate on a candidate's
+/// tree; later verdicts win.
+pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> VerdictCache {
+    use crate::event::GateStatus;
+    let decided = |v: &Verdict| {
+        matches!(
+            v.status,
+            GateStatus::Pass | GateStatus::Fail | GateStatus::Warn
+        )
+    };
+    let mut cache = VerdictCache::new();
+    for run in runs {
+        for (_, a) in run.attempts() {
+            let Some(result) = &a.result else { continue };
+            for v in a.verdicts.iter().filter(|v| decided(v)) {
+                if let Some(command) = &v.command {
+                    cache.insert(
+                        VerdictKey {
+                            tree: result.tree.clone(),
+                            gate: v.gate.clone(),
+                            command: command.clone(),
+                        },
+                        v.clone(),
+                    );
+                }
+            }
+        }
+        for i in run.integration.iter().filter(|i| decided(&i.verdict)) {
+            if let Some(command) = &i.verdict.command {
+                cache.insert(
+                    VerdictKey {
+                        tree: i.tree.clone(),
+                        gate: i.verdict.gate.clone(),
+                        command: command.clone(),
+                    },
+                    i.verdict.clone(),
+                );
+            }
+        }
+    }
+    cache
 }
 
 #[cfg(test)]
