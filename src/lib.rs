@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod event;
+pub mod failpoint;
 pub mod gate;
 pub mod hooks;
 pub mod ids;

@@ -11,6 +11,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
     BTreeMap::from([
         ("process", 0),
         ("ids", 0),
+        ("failpoint", 0),
         ("event", 1),
         ("store", 2),
         ("plan", 3),

@@ -54,7 +54,7 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
         dry_run: args.dry_run,
     };
     // Cleanup looks at every run this clone took part in.
-    let runs = crate::state::StateIndex::open(&store)?.runs_where(|_| true)?;
+    let runs = crate::state::StateIndex::open(&store)?.all_runs()?;
     let live = |r: &RunId| run::control::driver_alive(&store, r).unwrap_or(true);
     let report = run::control::cleanup(&store, &runs, &filter, &live)
         .map_err(|e| CommandError::error(e.to_string()))?;

@@ -88,7 +88,7 @@ fn select(
             let mut index = StateIndex::open(store)?;
             let runs: Vec<RunId> = match run {
                 Some(r) => vec![RunId::new(r).map_err(|e| CommandError::error(e.to_string()))?],
-                None => index.briefs().map(|b| b.id.clone()).collect(),
+                None => index.all_briefs()?.into_iter().map(|b| b.id).collect(),
             };
             let mut entries = Vec::new();
             for r in runs {

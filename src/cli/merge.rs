@@ -82,11 +82,12 @@ fn land_all(
 
 pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let mut index = crate::state::StateIndex::open(&store)?;
-    let r = run::pick_run(&mut index, args.run.as_deref())
+    let state = crate::state::SharedIndex::open(&store)?;
+    let r = state
+        .read(&store, |index| run::pick_run(index, args.run.as_deref()))
         .map_err(|e| CommandError::error(e.to_string()))?;
     let strategy = args.strategy.as_deref().and_then(Strategy::parse);
-    let queue = Queue::for_run(&store, &r, strategy, args.batch)
+    let queue = Queue::for_run(&store, state, &r, strategy, args.batch)
         .map_err(|e| CommandError::error(e.to_string()))?;
     if args.dry_run {
         let waiting = queue.waiting(&r);

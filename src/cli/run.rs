@@ -170,12 +170,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
     let lander = {
         let store = open_store(&cli.directory)?;
-        let state = crate::state::StateIndex::open(&store)?
-            .run(&run_id)?
-            .cloned()
+        let state = ctx
+            .state
+            .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))?
             .expect("the run was just prepared");
         seed_rows(&renderer, &state, ctx.plan());
-        let queue = crate::merge::Queue::for_run(&store, &state, None, None)
+        let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)
             .map_err(|e| CommandError::error(e.to_string()))?;
         let queue = std::sync::Arc::new(queue);
         let lander: run::driver::Lander = std::sync::Arc::new(move |mut cancel| {

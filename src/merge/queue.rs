@@ -22,7 +22,7 @@ use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
 use crate::process::Git;
 use crate::run::driver::LandReport;
-use crate::state::{RunState, StateIndex, TaskStatus, VerdictKey};
+use crate::state::{RunState, SharedIndex, TaskStatus, VerdictKey};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
 use crate::store::{Oid, Store};
@@ -44,6 +44,8 @@ pub struct Queue {
     /// remote's target and a landing is one atomic, non-forced push of the
     /// target and this clone's log: the push is the compare-and-swap.
     pub remote: Option<String>,
+    /// The folded log (the driver's, when the queue runs inside a run).
+    pub state: SharedIndex,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -79,9 +81,11 @@ fn topo_order(plan: &crate::plan::Plan) -> Vec<TaskId> {
 }
 
 impl Queue {
-    /// The queue of `run`, with its plan and the settings at its base.
+    /// The queue of `run`, with its plan and the settings at its base,
+    /// reading state through `state`.
     pub fn for_run(
         store: &Store,
+        state: SharedIndex,
         run: &RunState,
         strategy: Option<Strategy>,
         batch: Option<usize>,
@@ -110,6 +114,7 @@ impl Queue {
             settings,
             strategy,
             remote: None,
+            state,
         })
     }
 
@@ -216,13 +221,14 @@ impl Queue {
         }
         let this = self.clone();
         let entries = blocking(&dir, move |store| {
-            let mut index = StateIndex::open(store)?;
-            let run = index
-                .run(&this.run)?
-                .ok_or_else(|| MergeError::Config(format!("no run {}", this.run)))?;
-            let mut waiting = this.waiting(run);
-            waiting.truncate(this.batch);
-            Ok(waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>())
+            this.state.read(store, |index| {
+                let run = index
+                    .run(&this.run)?
+                    .ok_or_else(|| MergeError::Config(format!("no run {}", this.run)))?;
+                let mut waiting = this.waiting(run);
+                waiting.truncate(this.batch);
+                Ok(waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>())
+            })
         })
         .await?;
         if entries.is_empty() {
@@ -439,9 +445,10 @@ impl Queue {
             .join(self.run.as_str());
         let (tree, cache) = {
             let s = scratch.clone();
+            let state = self.state.clone();
             blocking(&self.common_dir, move |store| {
                 let tree = store.commit_info(candidate)?.tree;
-                let cache = StateIndex::open(store)?.verdicts_for(&tree.to_string())?;
+                let cache = state.read(store, |index| index.verdicts_for(&tree.to_string()))?;
                 crate::run::workspace::prepare_scratch(store, &s, candidate).map_err(|e| {
                     MergeError::Config(format!("preparing the scratch worktree: {e}"))
                 })?;
@@ -737,19 +744,29 @@ impl Queue {
     async fn recover(&self) -> Result<Option<String>, MergeError> {
         let this = self.clone();
         let refusal = blocking(&self.common_dir, move |store| {
-            let mut index = StateIndex::open(store)?;
-            let Some(run) = index.last_landing_run(&this.target)? else {
+            let found = this.state.read(store, |index| {
+                let Some(run) = index.last_landing_run(&this.target) else {
+                    return Ok::<_, MergeError>(None);
+                };
+                let last = index
+                    .run(&run)?
+                    .map(|r| r.last_landing_on(&this.target))
+                    .unwrap_or_default();
+                Ok(Some((run, last)))
+            })?;
+            let Some((run, last)) = found else {
                 return Ok(None);
             };
-            let last = index
-                .run(&run)?
-                .map(|r| r.last_landing_on(&this.target))
-                .unwrap_or_default();
             let Some(landing) = last.first() else {
                 return Ok(None);
             };
             let (old, new) = (landing.old.clone(), landing.new.clone());
             let (old, new) = (store.parse_oid(&old)?, store.parse_oid(&new)?);
+            if !store.has_object(new) {
+                // Landed by a clone whose commits are not here: nothing this
+                // clone could complete.
+                return Ok(None);
+            }
             let target_ref = this.target_ref();
             let tip = store.ref_target(&target_ref)?;
             if let Some(t) = tip

@@ -603,9 +603,9 @@ async fn judge(
     drop(permit);
     let tree_hex = tree.to_string();
     let cache = {
-        let tree_hex = tree_hex.clone();
+        let (tree_hex, state) = (tree_hex.clone(), ctx.state.clone());
         blocking(&ctx, move |store| {
-            Ok(crate::state::StateIndex::open(store)?.verdicts_for(&tree_hex)?)
+            state.read(store, |index| Ok(index.verdicts_for(&tree_hex)?))
         })
         .await?
     };

@@ -25,7 +25,7 @@ use crate::event::{Event, FailureClass, Outcome, RunSummary, StopReason};
 use crate::gate::context::RetryContext;
 use crate::ids::TaskId;
 use crate::plan::Plan;
-use crate::state::{RunState, StateIndex, TaskStatus};
+use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
 use super::attempt::{self, End, Job};
@@ -334,10 +334,11 @@ pub async fn drive(
         host: super::host(),
     }])?;
     let since_ms = start.first().map_or(0, |r| r.time_ms);
-    let mut index = StateIndex::open(&store)?;
-    let run = index
-        .run(&ctx.run)?
-        .cloned()
+    let state = ctx.state.clone();
+    let run = state
+        .read(&store, |index| {
+            Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
+        })?
         .ok_or_else(|| RunError::Config(format!("run {} is not in the log", ctx.run)))?;
     let abandoned = abandon_orphans(&store, &run)?;
     progress(Progress::Resumed {
@@ -356,10 +357,10 @@ pub async fn drive(
         .map_err(|e| RunError::Config(format!("cannot watch SIGTERM: {e}")))?;
     let plan = ctx.plan().clone();
     loop {
-        index.refresh(&store)?;
-        let run = index
-            .run(&ctx.run)?
-            .cloned()
+        let run = state
+            .read(&store, |index| {
+                Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
+            })?
             .ok_or_else(|| RunError::Config(format!("run {} vanished from the log", ctx.run)))?;
         let run = &run;
         // Cancel requests for live attempts.
@@ -486,10 +487,10 @@ pub async fn drive(
             if let Some(outcome) = stop.take() {
                 return Ok(outcome);
             }
-            index.refresh(&store)?;
-            let run = index
-                .run(&ctx.run)?
-                .cloned()
+            let run = state
+                .read(&store, |index| {
+                    Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
+                })?
                 .expect("the run was read above");
             let run = &run;
             let queued = plan.subtasks.iter().any(|sub| {
@@ -505,8 +506,8 @@ pub async fn drive(
                 }])?;
                 // The run is archived: landed attempts' worktrees go, by the
                 // cleanup rules (never a dirty one).
-                index.refresh(&store)?;
-                let runs = index.runs_where(|b| b.id == ctx.run)?;
+                let runs = state.read(&store, |index| index.states(vec![ctx.run.clone()]))?;
+                let _ = state.save();
                 let filter = super::control::CleanupFilter {
                     run: Some(ctx.run.clone()),
                     landed_only: true,

@@ -97,6 +97,8 @@ pub struct RunContext {
     /// Bounds the disk-heavy steps (worktree checkout, committing a result)
     /// that run at once: beyond the number of cores they only add memory.
     pub heavy: std::sync::Arc<tokio::sync::Semaphore>,
+    /// The folded log, shared by the driver, its attempts and its queue.
+    pub state: crate::state::SharedIndex,
     /// Told the step each attempt is on, for live progress; `None`: no one
     /// listens.
     pub on_step: Option<StepObserver>,
@@ -182,8 +184,8 @@ pub fn unfinished(
     plan_id: &PlanId,
 ) -> Result<Option<RunState>, StoreError> {
     let newest = index
-        .briefs()
-        .filter(|b| b.plan_id == *plan_id && !b.finished)
+        .open_runs()
+        .filter(|b| b.plan_id == *plan_id)
         .max_by_key(|b| b.started_ms)
         .map(|b| b.id.clone());
     match newest {
@@ -409,6 +411,7 @@ fn build_context(
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     Ok(RunContext {
         heavy: std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 4))),
+        state: crate::state::SharedIndex::open(store)?,
         serial,
         common_dir: store.common_dir().to_owned(),
         run,
@@ -557,15 +560,9 @@ pub fn pick_run(index: &mut StateIndex, given: Option<&str>) -> Result<RunState,
             ))
         });
     }
-    let newest = index
-        .briefs()
-        .filter(|b| !b.finished)
-        .max_by_key(|b| b.started_ms)
-        .or_else(|| index.briefs().max_by_key(|b| b.started_ms))
-        .map(|b| b.id.clone())
-        .ok_or_else(|| {
-            RunError::Config("no runs yet\nhint: `git orch run <plan>` starts one".into())
-        })?;
+    let newest = index.newest_run().map(|b| b.id.clone()).ok_or_else(|| {
+        RunError::Config("no runs yet\nhint: `git orch run <plan>` starts one".into())
+    })?;
     Ok(index
         .run(&newest)?
         .cloned()

@@ -12,12 +12,16 @@
 //! already folded) refolds one run, never the history.
 //!
 //! The cache lives under `.git/orch/state/`: `index.json` (the tips it
-//! covers, one brief per run, unreadable records, a pointer to the links
-//! file), `runs/<hash>.json` (one run's records) and `links/<hash>.json`
-//! (which run landed a commit, gated a tree, owns a branch). Run and link
-//! files are named by their content and written before the index that
-//! names them, which is renamed into place, so a reader always sees a
-//! consistent snapshot and two processes saving at once cannot mix theirs.
+//! covers, the unfinished runs, the newest finished one, the newest
+//! landing per target, unreadable records, and the names of the catalog's
+//! shards), `runs/<hash>.json` (one run's records) and
+//! `catalog/<hash>.json` (the [`Value`]s readers look up by key: finished
+//! runs, which run landed a commit, gated a tree or owns a branch). What a
+//! reader touches stays the same size however long the history grows. Run
+//! files and shards are named by their content and written before the
+//! index that names them, which is renamed into place, so a reader always
+//! sees a consistent snapshot and two processes saving at once cannot mix
+//! theirs.
 //! The cache is never the truth: it is keyed by the tips it was built
 //! from, a ref that moved anywhere but forward (entries removed or
 //! replaced) or disappeared makes it rebuild from the log, and deleting the
@@ -39,8 +43,8 @@ const CACHE_FORMAT: u32 = 1;
 /// Records folded since the last save after which a refresh saves on its
 /// own, so short-lived readers rarely redo much of each other's work.
 const SAVE_AFTER: usize = 64;
-/// Link updates kept in the index before they are folded into a new
-/// links file.
+/// Catalog entries kept in the index before they are folded into their
+/// shards.
 const PENDING_LINKS: usize = 512;
 
 /// What every reader needs to know about a run without loading it.
@@ -107,139 +111,122 @@ impl Slot {
     }
 }
 
-/// A pointer from something to the run that holds its story.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum Link {
-    /// A commit a landing added, or the tip it moved the target to.
-    Landed { commit: String, run: RunId },
-    /// A tree with command-gate verdicts (an attempt result or candidate).
-    Tree { tree: String, run: RunId },
-    /// An attempt branch.
-    Branch { branch: String, run: RunId },
-    /// A landing on a target, with its place in the global order.
-    Landing {
-        target: String,
-        order: (u64, String, u64),
+/// The catalog: what readers look up by key without loading every run.
+/// Keys are `run:<id>` (a finished run's brief), `plan:<id>` (the newest
+/// finished run of a plan), `commit:<hex>` (runs that landed a commit or
+/// moved a target to it), `tree:<hex>` (runs with command-gate verdicts
+/// on a tree) and `branch:<name>` (the run of an attempt branch). It is
+/// cut into [`SHARDS`] files by a hash of the key, so a lookup reads one
+/// small file whatever the size of the history.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum Value {
+    Run(RunBrief),
+    /// Runs, accumulated (set semantics).
+    Runs(BTreeSet<RunId>),
+    /// One run, the newest wins.
+    Newest {
         run: RunId,
+        started_ms: i64,
     },
 }
 
-/// Which run holds what; a superset of the truth, always checked against
-/// the run it points to.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Links {
-    landed: HashMap<String, BTreeSet<RunId>>,
-    trees: HashMap<String, BTreeSet<RunId>>,
-    branches: HashMap<String, RunId>,
-    /// target → the newest landing on it.
-    last_landing: HashMap<String, ((u64, String, u64), RunId)>,
-}
-
-impl Links {
-    fn apply(&mut self, link: &Link) {
-        match link {
-            Link::Landed { commit, run } => {
-                self.landed
-                    .entry(commit.clone())
-                    .or_default()
-                    .insert(run.clone());
-            }
-            Link::Tree { tree, run } => {
-                self.trees
-                    .entry(tree.clone())
-                    .or_default()
-                    .insert(run.clone());
-            }
-            Link::Branch { branch, run } => {
-                self.branches.insert(branch.clone(), run.clone());
-            }
-            Link::Landing { target, order, run } => {
-                let newer = self.last_landing.get(target).is_none_or(|(o, _)| order > o);
-                if newer {
-                    self.last_landing
-                        .insert(target.clone(), (order.clone(), run.clone()));
+impl Value {
+    /// `self` updated by `new`.
+    fn merge(&mut self, new: Value) {
+        match (self, new) {
+            (Value::Runs(a), Value::Runs(b)) => a.extend(b),
+            (
+                Value::Newest { run, started_ms },
+                Value::Newest {
+                    run: r2,
+                    started_ms: s2,
+                },
+            ) => {
+                if s2 >= *started_ms {
+                    *run = r2;
+                    *started_ms = s2;
                 }
             }
+            (this, new) => *this = new,
         }
     }
 }
 
-/// The links a record adds.
-fn links_of(record: &Record) -> Vec<Link> {
+/// Catalog shards.
+const SHARDS: usize = 256;
+
+fn shard_of(key: &str) -> usize {
+    blake3::hash(key.as_bytes()).as_bytes()[0] as usize % SHARDS
+}
+
+type Shard = BTreeMap<String, Value>;
+
+/// The catalog entries a record adds.
+fn catalog_of(record: &Record) -> Vec<(String, Value)> {
+    let runs = |run: &RunId| Value::Runs(BTreeSet::from([run.clone()]));
     match &record.event {
         Event::Landed {
             run_id,
-            target,
             new,
             commits,
             ..
-        } => {
-            let mut out: Vec<Link> = commits
-                .iter()
-                .chain(std::iter::once(new))
-                .map(|c| Link::Landed {
-                    commit: c.clone(),
-                    run: run_id.clone(),
-                })
-                .collect();
-            out.push(Link::Landing {
-                target: target.clone(),
-                order: (record.clock, record.writer.to_string(), record.seq),
-                run: run_id.clone(),
-            });
-            out
-        }
+        } => commits
+            .iter()
+            .chain(std::iter::once(new))
+            .map(|c| (format!("commit:{c}"), runs(run_id)))
+            .collect(),
         Event::AttemptResult { run_id, tree, .. }
         | Event::IntegrationVerdict { run_id, tree, .. } => {
-            vec![Link::Tree {
-                tree: tree.clone(),
-                run: run_id.clone(),
-            }]
+            vec![(format!("tree:{tree}"), runs(run_id))]
         }
-        Event::AttemptCreated { run_id, branch, .. } => vec![Link::Branch {
-            branch: branch.clone(),
-            run: run_id.clone(),
-        }],
+        Event::AttemptCreated { run_id, branch, .. } => {
+            vec![(format!("branch:{branch}"), runs(run_id))]
+        }
         _ => Vec::new(),
     }
 }
 
-/// `index.json`.
+/// `index.json`: small whatever the history holds.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct IndexFile {
     format: u32,
     /// Log ref → the tip folded.
     tips: BTreeMap<String, String>,
-    runs: BTreeMap<RunId, RunBrief>,
+    /// Unfinished runs.
+    open: BTreeMap<RunId, RunBrief>,
+    /// The newest finished run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    newest_finished: Option<RunBrief>,
     /// Runs with records but no `run_started` yet (it is in a log not
     /// fetched yet), with their run file.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     orphans: BTreeMap<RunId, Option<String>>,
     problems: Vec<Problem>,
-    /// Records that belong to no run (plans, approvals, markers).
+    /// Records that belong to no run (plans, approvals, markers), and in
+    /// all.
     other_events: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    links_file: Option<String>,
-    /// Link updates not yet folded into the links file.
+    events: u64,
+    /// target → (order, run) of the newest landing on it.
+    last_landing: BTreeMap<String, ((u64, String, u64), RunId)>,
+    /// The catalog's shard files, by shard number.
+    shards: BTreeMap<usize, String>,
+    /// Catalog entries not yet folded into their shards.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pending_links: Vec<Link>,
+    pending: Vec<(String, Value)>,
 }
 
 /// The folded state of the log, incrementally maintained.
 #[derive(Debug)]
 pub struct StateIndex {
     dir: PathBuf,
+    file: IndexFile,
     tips: BTreeMap<String, Oid>,
-    runs: BTreeMap<RunId, RunBrief>,
-    orphans: BTreeMap<RunId, Option<String>>,
     slots: HashMap<RunId, Slot>,
+    /// Runs whose records changed since the last save.
     dirty: BTreeSet<RunId>,
-    problems: Vec<Problem>,
-    other_events: u64,
-    links_file: Option<String>,
-    pending_links: Vec<Link>,
-    links: Option<Links>,
+    /// Catalog shards read so far.
+    shards: HashMap<usize, Shard>,
     /// Records folded since the last save.
     unsaved: usize,
     /// Whether anything differs from what is on disk.
@@ -253,70 +240,39 @@ impl StateIndex {
     /// cache when there is a usable one.
     pub fn open(store: &Store) -> Result<Self, StoreError> {
         let dir = store.orch_dir().join("state");
-        let mut index = Self::load(&dir).unwrap_or_else(|| Self::empty(dir));
+        let file = std::fs::read(dir.join("index.json"))
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<IndexFile>(&bytes).ok())
+            .filter(|f| f.format == CACHE_FORMAT);
+        let usable = file.is_some();
+        let mut index = Self::new(dir, file.unwrap_or_default());
         index.read_only = store.is_view();
-        index.refresh(store)?;
+        if usable {
+            index.refresh(store)?;
+        } else {
+            let tips = store.log_tips()?.into_iter().collect();
+            index.rebuild(store, tips)?;
+        }
         Ok(index)
     }
 
-    fn empty(dir: PathBuf) -> Self {
+    fn new(dir: PathBuf, file: IndexFile) -> Self {
+        let tips = file
+            .tips
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), Oid::from_hex(v.as_bytes()).ok()?)))
+            .collect();
         Self {
             dir,
-            tips: BTreeMap::new(),
-            runs: BTreeMap::new(),
-            orphans: BTreeMap::new(),
-            slots: HashMap::new(),
-            dirty: BTreeSet::new(),
-            problems: Vec::new(),
-            other_events: 0,
-            links_file: None,
-            pending_links: Vec::new(),
-            links: Some(Links::default()),
-            unsaved: 0,
-            changed: false,
-            read_only: false,
-        }
-    }
-
-    /// The cache on disk, if it is there, of this format, and whole.
-    fn load(dir: &Path) -> Option<Self> {
-        let bytes = std::fs::read(dir.join("index.json")).ok()?;
-        let file: IndexFile = serde_json::from_slice(&bytes).ok()?;
-        if file.format != CACHE_FORMAT {
-            return None;
-        }
-        let mut tips = BTreeMap::new();
-        for (name, hex) in file.tips {
-            tips.insert(name, Oid::from_hex(hex.as_bytes()).ok()?);
-        }
-        // Every file it names must exist, or the snapshot is not whole.
-        let whole = file
-            .runs
-            .values()
-            .filter_map(|b| b.file.as_ref())
-            .chain(file.orphans.values().flatten())
-            .map(|f| dir.join("runs").join(f))
-            .chain(file.links_file.iter().map(|f| dir.join("links").join(f)))
-            .all(|p| p.is_file());
-        if !whole {
-            return None;
-        }
-        Some(Self {
-            dir: dir.to_owned(),
+            file,
             tips,
-            runs: file.runs,
-            orphans: file.orphans,
             slots: HashMap::new(),
             dirty: BTreeSet::new(),
-            problems: file.problems,
-            other_events: file.other_events,
-            links_file: file.links_file,
-            pending_links: file.pending_links,
-            links: None,
+            shards: HashMap::new(),
             unsaved: 0,
             changed: false,
             read_only: false,
-        })
+        }
     }
 
     /// Folds what the log gained since the last refresh. Returns whether
@@ -344,15 +300,16 @@ impl StateIndex {
             }
         }
         if rebuild {
-            return self.rebuild(store, now);
+            self.rebuild(store, now)?;
+            return Ok(true);
         }
         // Copies of one log (local and remote-tracking) hold the same blobs.
         let mut seen = HashSet::new();
         added.retain(|f| seen.insert(f.id));
         let (entries, problems) = store.read_found(added);
         self.add_problems(problems);
-        self.fold_in(entries)?;
         self.tips = now;
+        self.fold_in(entries)?;
         self.changed = true;
         if self.unsaved >= SAVE_AFTER {
             self.save()?;
@@ -361,24 +318,32 @@ impl StateIndex {
     }
 
     /// Starts over from the whole log.
-    fn rebuild(&mut self, store: &Store, tips: BTreeMap<String, Oid>) -> Result<bool, StoreError> {
+    fn rebuild(&mut self, store: &Store, tips: BTreeMap<String, Oid>) -> Result<(), StoreError> {
         let view = store.read_log()?;
-        let dir = std::mem::take(&mut self.dir);
         let read_only = self.read_only;
-        *self = Self::empty(dir);
+        *self = Self::new(
+            self.dir.clone(),
+            IndexFile {
+                format: CACHE_FORMAT,
+                ..Default::default()
+            },
+        );
         self.read_only = read_only;
+        // Nothing of the old catalog is trusted: every shard is rewritten.
+        for n in 0..SHARDS {
+            self.shards.insert(n, Shard::new());
+        }
         self.tips = tips;
         self.add_problems(view.problems);
         self.fold_in(view.entries)?;
         self.changed = true;
-        self.save()?;
-        Ok(true)
+        self.save()
     }
 
     fn add_problems(&mut self, problems: Vec<Problem>) {
         for p in problems {
-            if !self.problems.contains(&p) {
-                self.problems.push(p);
+            if !self.file.problems.contains(&p) {
+                self.file.problems.push(p);
             }
         }
     }
@@ -386,86 +351,174 @@ impl StateIndex {
     /// Routes new records to their runs and refolds those runs.
     fn fold_in(&mut self, entries: Vec<Entry>) -> Result<(), StoreError> {
         let mut by_run: BTreeMap<RunId, Vec<Stored>> = BTreeMap::new();
-        let mut links = Vec::new();
         for e in entries {
-            links.extend(links_of(&e.record));
+            self.file.events += 1;
+            self.unsaved += 1;
+            for (key, value) in catalog_of(&e.record) {
+                self.catalog_put(key, value);
+            }
+            if let Event::Landed { run_id, target, .. } = &e.record.event {
+                let order = (e.record.clock, e.record.writer.to_string(), e.record.seq);
+                let newer = self
+                    .file
+                    .last_landing
+                    .get(target)
+                    .is_none_or(|(o, _)| order > *o);
+                if newer {
+                    self.file
+                        .last_landing
+                        .insert(target.clone(), (order, run_id.clone()));
+                }
+            }
             let stored = Stored {
                 blob: e.id.to_string(),
                 record: e.record,
             };
             match stored.record.event.run_id() {
                 Some(run) => by_run.entry(run.clone()).or_default().push(stored),
-                None => {
-                    self.other_events += 1;
-                    self.unsaved += 1;
-                }
+                None => self.file.other_events += 1,
             }
         }
         for (run, records) in by_run {
-            let slot = self.slot(&run)?;
-            let added = slot.add(records);
-            if added == 0 {
+            let previous = self.brief(&run)?;
+            let slot = self.slot_with(&run, previous.as_ref())?;
+            if slot.add(records) == 0 {
                 continue;
             }
-            self.unsaved += added;
-            let Some(state) = self.slot(&run)?.state(&run).cloned() else {
+            let events = slot.records.len();
+            let state = slot.state(&run).cloned();
+            self.dirty.insert(run.clone());
+            let Some(state) = state else {
                 // Records of a run whose start has not arrived yet: kept,
                 // and shown once `run_started` comes.
-                self.orphans.entry(run.clone()).or_default();
-                self.dirty.insert(run);
+                self.file.orphans.entry(run).or_default();
                 continue;
             };
-            let events = self.slot(&run)?.records.len();
-            let file = match self.orphans.remove(&run) {
+            let file = match self.file.orphans.remove(&run) {
                 Some(f) => f,
-                None => self.runs.get(&run).and_then(|b| b.file.clone()),
+                None => previous.and_then(|b| b.file),
             };
-            self.runs.insert(
-                run.clone(),
-                RunBrief {
-                    id: run.clone(),
-                    plan_id: state.plan_id.clone(),
-                    plan_hash: state.plan_hash.clone(),
-                    target: state.target.clone(),
-                    started_ms: state.started_ms,
-                    finished: state.finished.is_some(),
-                    writer: state.drivers.first().map(|d| d.writer.clone()),
-                    events,
-                    file,
-                },
-            );
-            self.dirty.insert(run);
-        }
-        if !links.is_empty() {
-            if let Some(l) = self.links.as_mut() {
-                for link in &links {
-                    l.apply(link);
-                }
-            }
-            self.pending_links.extend(links);
+            self.set_brief(RunBrief {
+                id: run.clone(),
+                plan_id: state.plan_id.clone(),
+                plan_hash: state.plan_hash.clone(),
+                target: state.target.clone(),
+                started_ms: state.started_ms,
+                finished: state.finished.is_some(),
+                writer: state.drivers.first().map(|d| d.writer.clone()),
+                events,
+                file,
+            });
         }
         Ok(())
     }
 
+    /// Records where a run stands: open runs in the index itself, finished
+    /// ones in the catalog.
+    fn set_brief(&mut self, brief: RunBrief) {
+        let id = brief.id.clone();
+        if brief.finished {
+            self.file.open.remove(&id);
+            let newer = self
+                .file
+                .newest_finished
+                .as_ref()
+                .is_none_or(|n| n.id == id || brief.started_ms >= n.started_ms);
+            if newer {
+                self.file.newest_finished = Some(brief.clone());
+            }
+            self.catalog_put(
+                format!("plan:{}", brief.plan_id),
+                Value::Newest {
+                    run: id.clone(),
+                    started_ms: brief.started_ms,
+                },
+            );
+            self.catalog_put(format!("run:{id}"), Value::Run(brief));
+        } else {
+            if self
+                .file
+                .newest_finished
+                .as_ref()
+                .is_some_and(|n| n.id == id)
+            {
+                self.file.newest_finished = None;
+            }
+            self.file.open.insert(id, brief);
+        }
+    }
+
+    fn catalog_put(&mut self, key: String, value: Value) {
+        let n = shard_of(&key);
+        if let Some(shard) = self.shards.get_mut(&n) {
+            match shard.get_mut(&key) {
+                Some(v) => v.merge(value.clone()),
+                None => {
+                    shard.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        self.file.pending.push((key, value));
+        self.changed = true;
+    }
+
+    /// The catalog's value for `key`: its shard, updated by what is
+    /// pending.
+    fn catalog_get(&mut self, key: &str) -> Result<Option<Value>, StoreError> {
+        let n = shard_of(key);
+        self.load_shard(n)?;
+        Ok(self.shards[&n].get(key).cloned())
+    }
+
+    fn load_shard(&mut self, n: usize) -> Result<(), StoreError> {
+        if self.shards.contains_key(&n) {
+            return Ok(());
+        }
+        let mut shard: Shard = match self.file.shards.get(&n) {
+            Some(name) => read_json(&self.dir.join("catalog").join(name), &self.dir)?,
+            None => Shard::new(),
+        };
+        for (key, value) in self.file.pending.iter().filter(|(k, _)| shard_of(k) == n) {
+            match shard.get_mut(key) {
+                Some(v) => v.merge(value.clone()),
+                None => {
+                    shard.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        self.shards.insert(n, shard);
+        Ok(())
+    }
+
+    /// The brief of `run`: open, or finished (from the catalog).
+    pub fn brief(&mut self, run: &RunId) -> Result<Option<RunBrief>, StoreError> {
+        if let Some(b) = self.file.open.get(run) {
+            return Ok(Some(b.clone()));
+        }
+        if let Some(b) = self.file.newest_finished.as_ref().filter(|b| b.id == *run) {
+            return Ok(Some(b.clone()));
+        }
+        Ok(match self.catalog_get(&format!("run:{run}"))? {
+            Some(Value::Run(b)) => Some(b),
+            _ => None,
+        })
+    }
+
     /// The loaded records of `run` (empty for a run not seen yet).
-    fn slot(&mut self, run: &RunId) -> Result<&mut Slot, StoreError> {
+    fn slot_with(
+        &mut self,
+        run: &RunId,
+        brief: Option<&RunBrief>,
+    ) -> Result<&mut Slot, StoreError> {
         if !self.slots.contains_key(run) {
             let mut slot = Slot::default();
-            let file = match self.runs.get(run) {
+            let file = match brief {
                 Some(b) => b.file.clone(),
-                None => self.orphans.get(run).cloned().flatten(),
+                None => self.file.orphans.get(run).cloned().flatten(),
             };
             if let Some(file) = file {
-                let path = self.dir.join("runs").join(&file);
-                let bytes = std::fs::read(&path)
-                    .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
-                let records: Vec<Stored> = serde_json::from_slice(&bytes).map_err(|e| {
-                    StoreError::Corrupt(format!(
-                        "the state cache file {} is unreadable: {e}\nhint: remove {} (it is rebuilt from the log)",
-                        path.display(),
-                        self.dir.display()
-                    ))
-                })?;
+                let records: Vec<Stored> =
+                    read_json(&self.dir.join("runs").join(&file), &self.dir)?;
                 slot.add(records);
             }
             self.slots.insert(run.clone(), slot);
@@ -473,33 +526,8 @@ impl StateIndex {
         Ok(self.slots.get_mut(run).expect("inserted above"))
     }
 
-    fn links(&mut self) -> Result<&Links, StoreError> {
-        if self.links.is_none() {
-            let mut links = match &self.links_file {
-                Some(f) => {
-                    let path = self.dir.join("links").join(f);
-                    let bytes = std::fs::read(&path)
-                        .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
-                    serde_json::from_slice(&bytes).map_err(|e| {
-                        StoreError::Corrupt(format!(
-                            "the state cache file {} is unreadable: {e}\nhint: remove {} (it is rebuilt from the log)",
-                            path.display(),
-                            self.dir.display()
-                        ))
-                    })?
-                }
-                None => Links::default(),
-            };
-            for link in &self.pending_links {
-                links.apply(link);
-            }
-            self.links = Some(links);
-        }
-        Ok(self.links.as_ref().expect("loaded above"))
-    }
-
-    /// Writes what changed: run files, links, then the index naming them.
-    /// A view of a push in progress is never saved.
+    /// Writes what changed: run files, touched catalog shards, then the
+    /// index naming them. A view of a push in progress is never saved.
     pub fn save(&mut self) -> Result<(), StoreError> {
         if self.read_only || !self.changed {
             return Ok(());
@@ -510,33 +538,52 @@ impl StateIndex {
             };
             let bytes = serde_json::to_vec(&slot.records).expect("records serialise");
             let name = write_named(&self.dir.join("runs"), &bytes)?;
-            if let Some(brief) = self.runs.get_mut(&run) {
+            if let Some(brief) = self.file.open.get_mut(&run) {
                 brief.file = Some(name);
-            } else {
-                self.orphans.insert(run, Some(name));
+            } else if self.file.orphans.contains_key(&run) {
+                self.file.orphans.insert(run, Some(name));
+            } else if let Some(mut brief) = self.brief(&run)? {
+                brief.file = Some(name);
+                if self
+                    .file
+                    .newest_finished
+                    .as_ref()
+                    .is_some_and(|n| n.id == run)
+                {
+                    self.file.newest_finished = Some(brief.clone());
+                }
+                self.catalog_put(format!("run:{run}"), Value::Run(brief));
             }
         }
-        if self.pending_links.len() > PENDING_LINKS || self.links_file.is_none() {
-            let links = self.links()?.clone();
-            let bytes = serde_json::to_vec(&links).expect("links serialise");
-            self.links_file = Some(write_named(&self.dir.join("links"), &bytes)?);
-            self.pending_links.clear();
-        }
-        let file = IndexFile {
-            format: CACHE_FORMAT,
-            tips: self
-                .tips
+        let unwritten: Vec<usize> = self
+            .shards
+            .keys()
+            .copied()
+            .filter(|n| !self.file.shards.contains_key(n))
+            .collect();
+        if self.file.pending.len() > PENDING_LINKS || !unwritten.is_empty() {
+            let touched: BTreeSet<usize> = self
+                .file
+                .pending
                 .iter()
-                .map(|(k, v)| (k.clone(), v.to_string()))
-                .collect(),
-            runs: self.runs.clone(),
-            orphans: self.orphans.clone(),
-            problems: self.problems.clone(),
-            other_events: self.other_events,
-            links_file: self.links_file.clone(),
-            pending_links: self.pending_links.clone(),
-        };
-        let bytes = serde_json::to_vec(&file).expect("the index serialises");
+                .map(|(k, _)| shard_of(k))
+                .chain(unwritten)
+                .collect();
+            for n in touched {
+                self.load_shard(n)?;
+                let bytes = serde_json::to_vec(&self.shards[&n]).expect("shards serialise");
+                let name = write_named(&self.dir.join("catalog"), &bytes)?;
+                self.file.shards.insert(n, name);
+            }
+            self.file.pending.clear();
+        }
+        self.file.tips = self
+            .tips
+            .iter()
+            .map(|(k, v)| (k.clone(), v.to_string()))
+            .collect();
+        self.file.format = CACHE_FORMAT;
+        let bytes = serde_json::to_vec(&self.file).expect("the index serialises");
         write_atomically(&self.dir.join("index.json"), &bytes)?;
         self.unsaved = 0;
         self.changed = false;
@@ -544,63 +591,91 @@ impl StateIndex {
         Ok(())
     }
 
-    /// Removes cache files no index names any more, once there are many;
-    /// files younger than a minute stay, for readers of an older index.
+    /// Removes catalog shards no index names any more, once there are
+    /// many; files younger than a minute stay, for readers of an older
+    /// index. (Run files of finished runs are named only in the catalog
+    /// and stay.)
     fn collect_garbage(&self) {
-        let names: HashSet<&str> = self
-            .runs
-            .values()
-            .filter_map(|b| b.file.as_deref())
-            .chain(self.orphans.values().flatten().map(String::as_str))
-            .chain(self.links_file.as_deref())
-            .collect();
-        for sub in ["runs", "links"] {
-            let Ok(entries) = std::fs::read_dir(self.dir.join(sub)) else {
-                continue;
-            };
-            let entries: Vec<_> = entries.flatten().collect();
-            if entries.len() < 2 * names.len() + 64 {
-                continue;
-            }
-            for e in entries {
-                let name = e.file_name().to_string_lossy().into_owned();
-                let old = e
-                    .metadata()
-                    .and_then(|m| m.modified())
-                    .ok()
-                    .and_then(|t| t.elapsed().ok())
-                    .is_some_and(|age| age.as_secs() > 60);
-                if old && !names.contains(name.as_str()) {
-                    let _ = std::fs::remove_file(e.path());
-                }
+        let shards: HashSet<&str> = self.file.shards.values().map(String::as_str).collect();
+        let Ok(entries) = std::fs::read_dir(self.dir.join("catalog")) else {
+            return;
+        };
+        let entries: Vec<_> = entries.flatten().collect();
+        if entries.len() < 2 * SHARDS + 64 {
+            return;
+        }
+        for e in entries {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if older_than_a_minute(&e) && !shards.contains(name.as_str()) {
+                let _ = std::fs::remove_file(e.path());
             }
         }
     }
 
-    /// Every run, briefly, by id.
-    pub fn briefs(&self) -> impl Iterator<Item = &RunBrief> {
-        self.runs.values()
+    /// Unfinished runs.
+    pub fn open_runs(&self) -> impl Iterator<Item = &RunBrief> {
+        self.file.open.values()
+    }
+
+    /// The newest run: the newest unfinished one, else the newest finished.
+    pub fn newest_run(&self) -> Option<&RunBrief> {
+        self.file
+            .open
+            .values()
+            .max_by_key(|b| b.started_ms)
+            .or(self.file.newest_finished.as_ref())
+    }
+
+    /// The newest finished run of `plan`.
+    pub fn last_finished_of_plan(&mut self, plan: &PlanId) -> Result<Option<RunBrief>, StoreError> {
+        match self.catalog_get(&format!("plan:{plan}"))? {
+            Some(Value::Newest { run, .. }) => self.brief(&run),
+            _ => Ok(None),
+        }
+    }
+
+    /// Every run, briefly: reads the whole catalog (for commands that look
+    /// at all history: cleanup, fsck, `log --task`).
+    pub fn all_briefs(&mut self) -> Result<Vec<RunBrief>, StoreError> {
+        for n in 0..SHARDS {
+            self.load_shard(n)?;
+        }
+        let mut out: BTreeMap<RunId, RunBrief> = BTreeMap::new();
+        for shard in self.shards.values() {
+            for v in shard.values() {
+                if let Value::Run(b) = v {
+                    out.insert(b.id.clone(), b.clone());
+                }
+            }
+        }
+        for b in self.file.open.values() {
+            out.insert(b.id.clone(), b.clone());
+        }
+        Ok(out.into_values().collect())
     }
 
     /// The state of `run`, if the log has it.
     pub fn run(&mut self, run: &RunId) -> Result<Option<&RunState>, StoreError> {
-        if !self.runs.contains_key(run) {
+        let Some(brief) = self.brief(run)? else {
             return Ok(None);
-        }
-        Ok(self.slot(run)?.state(run))
+        };
+        Ok(self.slot_with(run, Some(&brief))?.state(run))
     }
 
-    /// The states of the runs whose briefs `pick` accepts.
-    pub fn runs_where(
-        &mut self,
-        pick: impl Fn(&RunBrief) -> bool,
-    ) -> Result<BTreeMap<RunId, RunState>, StoreError> {
-        let ids: Vec<RunId> = self
-            .runs
-            .values()
-            .filter(|b| pick(b))
-            .map(|b| b.id.clone())
-            .collect();
+    /// The states of every unfinished run.
+    pub fn unfinished(&mut self) -> Result<BTreeMap<RunId, RunState>, StoreError> {
+        let ids: Vec<RunId> = self.file.open.keys().cloned().collect();
+        self.states(ids)
+    }
+
+    /// The states of every run (reads all history).
+    pub fn all_runs(&mut self) -> Result<BTreeMap<RunId, RunState>, StoreError> {
+        let ids: Vec<RunId> = self.all_briefs()?.into_iter().map(|b| b.id).collect();
+        self.states(ids)
+    }
+
+    /// The states of the runs `ids`.
+    pub fn states(&mut self, ids: Vec<RunId>) -> Result<BTreeMap<RunId, RunState>, StoreError> {
         let mut out = BTreeMap::new();
         for id in ids {
             if let Some(s) = self.run(&id)? {
@@ -613,7 +688,8 @@ impl StateIndex {
     /// The records of `run`, in global order, with their blobs (the ref
     /// they were read from is not kept).
     pub fn entries_of(&mut self, run: &RunId) -> Result<Vec<Entry>, StoreError> {
-        self.slot(run)?
+        let brief = self.brief(run)?;
+        self.slot_with(run, brief.as_ref())?
             .records
             .iter()
             .map(|s| {
@@ -630,59 +706,50 @@ impl StateIndex {
 
     /// Records that could not be read, with where they are.
     pub fn problems(&self) -> &[Problem] {
-        &self.problems
+        &self.file.problems
     }
 
     /// How many records the log holds.
     pub fn event_count(&self) -> u64 {
-        self.other_events + self.runs.values().map(|b| b.events as u64).sum::<u64>()
+        self.file.events
+    }
+
+    fn runs_at(&mut self, key: String) -> Result<Vec<RunId>, StoreError> {
+        Ok(match self.catalog_get(&key)? {
+            Some(Value::Runs(r)) => r.into_iter().collect(),
+            _ => Vec::new(),
+        })
     }
 
     /// The runs that landed `commit` (as one of a landing's commits or as
     /// the tip it moved the target to).
     pub fn runs_landing(&mut self, commit: &str) -> Result<Vec<RunId>, StoreError> {
-        Ok(self
-            .links()?
-            .landed
-            .get(commit)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default())
+        self.runs_at(format!("commit:{commit}"))
     }
 
     /// The runs holding command-gate verdicts on `tree`.
     pub fn runs_with_tree(&mut self, tree: &str) -> Result<Vec<RunId>, StoreError> {
-        Ok(self
-            .links()?
-            .trees
-            .get(tree)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default())
+        self.runs_at(format!("tree:{tree}"))
     }
 
     /// The run whose attempt has the branch `branch` (without `refs/heads/`).
     pub fn run_of_branch(&mut self, branch: &str) -> Result<Option<RunId>, StoreError> {
-        Ok(self.links()?.branches.get(branch).cloned())
+        Ok(self.runs_at(format!("branch:{branch}"))?.into_iter().next())
     }
 
     /// The run of the newest landing on `target`.
-    pub fn last_landing_run(&mut self, target: &str) -> Result<Option<RunId>, StoreError> {
-        Ok(self
-            .links()?
+    pub fn last_landing_run(&self, target: &str) -> Option<RunId> {
+        self.file
             .last_landing
             .get(target)
-            .map(|(_, run)| run.clone()))
+            .map(|(_, run)| run.clone())
     }
 
     /// The verdict cache for `tree`: what the runs that judged it found.
     pub fn verdicts_for(&mut self, tree: &str) -> Result<super::VerdictCache, StoreError> {
         let runs = self.runs_with_tree(tree)?;
-        let mut states = Vec::new();
-        for r in runs {
-            if let Some(s) = self.run(&r)? {
-                states.push(s.clone());
-            }
-        }
-        let mut cache = super::verdict_cache(&states);
+        let states = self.states(runs)?;
+        let mut cache = super::verdict_cache(states.values());
         cache.retain(|k, _| k.tree == tree);
         Ok(cache)
     }
@@ -695,6 +762,58 @@ impl Drop for StateIndex {
         if self.unsaved > 0 {
             let _ = self.save();
         }
+    }
+}
+
+fn older_than_a_minute(e: &std::fs::DirEntry) -> bool {
+    e.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age.as_secs() > 60)
+}
+
+/// Reads one cache file.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, dir: &Path) -> Result<T, StoreError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        StoreError::Corrupt(format!(
+            "the state cache file {} is unreadable: {e}\nhint: remove {} (it is rebuilt from the log)",
+            path.display(),
+            dir.display()
+        ))
+    })
+}
+
+/// One index shared by everything a process does at once (a driver, its
+/// attempts and its merge queue), so each new event is read and folded
+/// once, not once per reader.
+#[derive(Debug, Clone)]
+pub struct SharedIndex(std::sync::Arc<std::sync::Mutex<StateIndex>>);
+
+impl SharedIndex {
+    /// The index of `store`'s log, brought up to date.
+    pub fn open(store: &Store) -> Result<Self, StoreError> {
+        Ok(Self(std::sync::Arc::new(std::sync::Mutex::new(
+            StateIndex::open(store)?,
+        ))))
+    }
+
+    /// Brings the index up to date, then lets `f` read it.
+    pub fn read<T, E: From<StoreError>>(
+        &self,
+        store: &Store,
+        f: impl FnOnce(&mut StateIndex) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let mut index = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        index.refresh(store)?;
+        f(&mut index)
+    }
+
+    /// Saves what was folded and not saved yet.
+    pub fn save(&self) -> Result<(), StoreError> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).save()
     }
 }
 

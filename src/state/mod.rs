@@ -13,7 +13,7 @@
 
 pub mod index;
 
-pub use index::{RunBrief, StateIndex};
+pub use index::{RunBrief, SharedIndex, StateIndex};
 
 use std::collections::BTreeMap;
 

@@ -34,7 +34,7 @@ use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
 use crate::run::driver::{LandReport, Progress, agent_chain, attempt_base, ready_tasks};
 use crate::run::{RunContext, RunError};
-use crate::state::{RunState, StateIndex};
+use crate::state::{RunState, SharedIndex};
 use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
 use crate::store::{Oid, Store, StoreError};
 
@@ -153,8 +153,9 @@ fn claim_is_free(run: &RunState, commit: Oid, claim: &Claim) -> Option<Option<St
 /// The worker itself.
 pub struct Worker {
     store: Store,
-    /// The folded log, refreshed every round.
-    index: StateIndex,
+    /// The folded log, refreshed every round and shared with the attempts
+    /// and landings run here.
+    state: SharedIndex,
     opts: WorkerOptions,
     contexts: HashMap<RunId, Arc<RunContext>>,
     live: BTreeMap<(RunId, TaskId), Live>,
@@ -176,7 +177,7 @@ impl Worker {
             .min(opts.lease / 3)
             .max(Duration::from_millis(100));
         Ok(Self {
-            index: StateIndex::open(&store)?,
+            state: SharedIndex::open(&store)?,
             store,
             opts,
             contexts: HashMap::new(),
@@ -265,6 +266,7 @@ impl Worker {
                     ctx.run_settings.fallback.clear();
                 }
                 ctx.on_step = self.opts.on_step.clone();
+                ctx.state = self.state.clone();
                 let ctx = Arc::new(ctx);
                 self.contexts.insert(run.id.clone(), ctx.clone());
                 Some(ctx)
@@ -575,8 +577,7 @@ impl Worker {
     /// Whether an attempt this worker ran waits to land.
     /// Every unfinished run, read from the state index brought up to date.
     fn unfinished_runs(&mut self) -> Result<BTreeMap<RunId, RunState>, WorkerError> {
-        self.index.refresh(&self.store)?;
-        Ok(self.index.runs_where(|b| !b.finished)?)
+        Ok(self.state.read(&self.store, |index| index.unfinished())?)
     }
 
     fn has_own_queued(&self, runs: &BTreeMap<RunId, RunState>) -> bool {
@@ -647,8 +648,9 @@ impl Worker {
                 pid: claim.pid,
                 took_over_from: None,
             }])?;
-            let mut queue = crate::merge::Queue::for_run(&self.store, run, None, None)
-                .map_err(|e| WorkerError::Config(e.to_string()))?;
+            let mut queue =
+                crate::merge::Queue::for_run(&self.store, self.state.clone(), run, None, None)
+                    .map_err(|e| WorkerError::Config(e.to_string()))?;
             queue.remote = Some(self.opts.remote.clone());
             let run_id = run.id.clone();
             self.landing_claim = Some((run_id.clone(), commit));
@@ -733,8 +735,9 @@ impl Worker {
             }])?;
             // Archived: this clone's landed attempts' worktrees go (never a
             // dirty one; other clones clean their own).
-            self.index.refresh(&self.store)?;
-            let runs = self.index.runs_where(|b| b.id == run.id)?;
+            let runs = self
+                .state
+                .read(&self.store, |index| index.states(vec![run.id.clone()]))?;
             let filter = crate::run::control::CleanupFilter {
                 run: Some(run.id.clone()),
                 landed_only: true,

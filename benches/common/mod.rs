@@ -1,0 +1,183 @@
+//! What the benchmarks share: git and `git orch` runners with a hermetic
+//! environment, the folder they work in, flushing dirty pages before a
+//! timed round, alternating the order of the two sides, medians, and the
+//! peak memory of a child process.
+//!
+//! Every benchmark compares git-orch with a baseline in the same run and
+//! prints both sides and their ratio; see `benches/README.md`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where benchmark repositories are made: `$ORCH_BENCH_DIR`, else the
+/// system temp dir. The file system matters, so benches print it.
+pub fn bench_root() -> PathBuf {
+    std::env::var_os("ORCH_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// The built `git-orch` binary: `$ORCH_BIN`, else the release build next
+/// to this bench, else `git-orch` on PATH.
+pub fn orch_bin() -> PathBuf {
+    if let Some(b) = std::env::var_os("ORCH_BIN") {
+        return PathBuf::from(b);
+    }
+    let here = std::env::current_exe().expect("bench path");
+    // target/release/deps/<bench> → target/release/git-orch
+    let candidate = here
+        .parent()
+        .and_then(Path::parent)
+        .map(|p| p.join("git-orch"));
+    match candidate {
+        Some(c) if c.is_file() => c,
+        _ => PathBuf::from("git-orch"),
+    }
+}
+
+/// A command with the environment every bench uses: no global git
+/// config, fixed identities, the fake agents on PATH.
+pub fn command(program: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+    let mut c = Command::new(program);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/agents");
+    let bin = orch_bin();
+    let bin_dir = bin.parent().map(Path::to_owned).unwrap_or_default();
+    let path = format!(
+        "{}:{}:{}",
+        bin_dir.display(),
+        fixtures.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    c.current_dir(dir)
+        .env("PATH", path)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs git in `dir`; panics on failure; returns stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = command("git", dir).args(args).output().expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Runs `git orch` in `dir`; panics on failure; returns stdout.
+pub fn orch(dir: &Path, args: &[&str]) -> String {
+    let out = command(orch_bin(), dir)
+        .args(args)
+        .output()
+        .expect("git-orch runs");
+    assert!(
+        out.status.success(),
+        "git orch {args:?} in {}: {}{}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Writes dirty pages back before a timed round, so neither side pays for
+/// the other's writes.
+pub fn flush() {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+}
+
+/// One finished child: wall time and peak resident memory.
+#[derive(Debug, Clone, Copy)]
+pub struct Measured {
+    pub wall: Duration,
+    pub max_rss_kb: u64,
+}
+
+/// Runs `cmd` to its end with output discarded, measuring wall time and
+/// the child's own peak RSS (from wait4, so no other child counts).
+pub fn measure(mut cmd: Command) -> Measured {
+    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let child = cmd.spawn().expect("spawn");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our own child, not reaped yet; the pointers are
+    // valid for the call.
+    let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    let wall = start.elapsed();
+    assert_eq!(rc, pid, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{cmd:?} failed (status {status})"
+    );
+    // The child was reaped by wait4; forget it so nothing waits again.
+    std::mem::forget(child);
+    Measured {
+        wall,
+        max_rss_kb: usage.ru_maxrss as u64,
+    }
+}
+
+/// Median of a slice of durations.
+pub fn median(xs: &mut [Duration]) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+/// Times `a` and `b` `rounds` times each, alternating which goes first
+/// and flushing before each, and returns (median of a, median of b).
+pub fn alternate(
+    rounds: usize,
+    mut a: impl FnMut() -> Duration,
+    mut b: impl FnMut() -> Duration,
+) -> (Duration, Duration) {
+    let (mut xa, mut xb) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        if i % 2 == 0 {
+            flush();
+            xa.push(a());
+            flush();
+            xb.push(b());
+        } else {
+            flush();
+            xb.push(b());
+            flush();
+            xa.push(a());
+        }
+    }
+    (median(&mut xa), median(&mut xb))
+}
+
+/// Milliseconds with one decimal.
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The file system type of `path` (from /proc/mounts), for the record.
+pub fn fs_type(path: &Path) -> String {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_owned());
+    let mut best = ("?".to_owned(), 0);
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() > 2 && path.starts_with(f[1]) && f[1].len() >= best.1 {
+            best = (f[2].to_owned(), f[1].len());
+        }
+    }
+    best.0
+}
