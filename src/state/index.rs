@@ -540,8 +540,8 @@ impl StateIndex {
             let name = write_named(&self.dir.join("runs"), &bytes)?;
             if let Some(brief) = self.file.open.get_mut(&run) {
                 brief.file = Some(name);
-            } else if self.file.orphans.contains_key(&run) {
-                self.file.orphans.insert(run, Some(name));
+            } else if let Some(file) = self.file.orphans.get_mut(&run) {
+                *file = Some(name);
             } else if let Some(mut brief) = self.brief(&run)? {
                 brief.file = Some(name);
                 if self
