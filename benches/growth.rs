@@ -34,7 +34,7 @@ use git_orch::event::{
     RunSummary, Verdict,
 };
 use git_orch::ids::{PlanId, RunId, TaskId, WriterId};
-use git_orch::store::log::{TipPosition, commit_message, event_path, parse_trailers};
+use git_orch::store::log::{commit_message, event_path, parse_trailers};
 
 /// Subtasks of each run in the generated history.
 const HISTORY_TASKS: usize = 5;
