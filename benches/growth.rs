@@ -210,8 +210,8 @@ fn write_history(repo: &Path, events: usize) -> String {
     let writer = git(repo, &["config", "orch.writerId"]);
     let writer_id = WriterId::new(&writer).expect("writer id");
     let log_ref = format!("refs/orch/log/{writer}");
-    let pos = parse_trailers(&git(repo, &["log", "-1", "--format=%B", &log_ref]))
-        .unwrap_or_default();
+    let pos =
+        parse_trailers(&git(repo, &["log", "-1", "--format=%B", &log_ref])).unwrap_or_default();
     // The history plan's hash and approval, as `approve` recorded them.
     let approval = orch(repo, &["log", "--json"])
         .lines()

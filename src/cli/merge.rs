@@ -4,7 +4,10 @@ use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::merge::{Queue, Strategy};
-use crate::run::{self, driver::LandReport, driver::Progress};
+use crate::run::{
+    self,
+    progress::{LandReport, Progress},
+};
 
 /// Land passed attempts of a run on its target through the merge queue.
 ///

@@ -18,7 +18,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::run::driver::Progress;
+use crate::run::progress::Progress;
 
 use super::output;
 

@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::ids::PlanId;
-use crate::run::driver::Progress;
+use crate::run::progress::Progress;
 use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
 
 /// Run an approved plan: one worktree, branch and agent per attempt.
@@ -74,7 +74,7 @@ fn seed_rows(
     state: &crate::state::RunState,
     plan: &crate::plan::Plan,
 ) {
-    let blocked = run::driver::blocked_tasks(state, plan);
+    let blocked = run::schedule::blocked_tasks(state, plan);
     for sub in &plan.subtasks {
         let t = state.tasks.get(&sub.id);
         let status = t.map_or(crate::state::TaskStatus::Pending, |t| {
@@ -178,7 +178,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)
             .map_err(|e| CommandError::error(e.to_string()))?;
         let queue = std::sync::Arc::new(queue);
-        let lander: run::driver::Lander = std::sync::Arc::new(move |mut cancel| {
+        let lander: run::progress::Lander = std::sync::Arc::new(move |mut cancel| {
             let q = queue.clone();
             Box::pin(async move { q.land_next(&mut cancel).await.map_err(|e| e.to_string()) })
         });

@@ -36,7 +36,7 @@ pub fn rows(
     run: &RunState,
 ) -> Result<Vec<serde_json::Value>, CommandError> {
     let rev = run::plan_of(store, run).map_err(|e| CommandError::error(e.to_string()))?;
-    let blocked = run::driver::blocked_tasks(run, &rev.plan);
+    let blocked = run::schedule::blocked_tasks(run, &rev.plan);
     let mut out = Vec::new();
     for sub in &rev.plan.subtasks {
         let t = run.tasks.get(&sub.id);

@@ -21,7 +21,7 @@ use crate::gate::{GateDef, GateKind};
 use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
 use crate::process::Git;
-use crate::run::driver::LandReport;
+use crate::run::progress::LandReport;
 use crate::state::{RunState, SharedIndex, TaskStatus, VerdictKey};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};

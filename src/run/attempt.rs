@@ -91,7 +91,7 @@ fn end(job: &Job, agent: &str, outcome: Outcome, failure: Option<Failure>) -> En
 /// Tells the run's observer, if any, that the attempt is on `step`.
 fn step(job: &Job, step: impl Into<String>) {
     if let Some(observe) = &job.ctx.on_step {
-        (observe.0)(super::driver::Progress::Step {
+        (observe.0)(super::progress::Progress::Step {
             task: job.task.id.to_string(),
             attempt: job.n,
             step: step.into(),
@@ -245,6 +245,8 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     })
     .await
     .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+    // Recorded and branched: a panic from here on is the driver's to record.
+    crate::failpoint::hit("attempt.created");
     let c = ctx.clone();
     let p = paths.clone();
     let task = job.task.clone();
@@ -636,7 +638,7 @@ async fn judge(
         on_gate: ctx.on_step.clone().map(|observe| {
             let (task, attempt) = (job.task.id.to_string(), job.n);
             let tell: gate::evaluate::GateStarted = std::sync::Arc::new(move |gate: &str| {
-                (observe.0)(super::driver::Progress::Step {
+                (observe.0)(super::progress::Progress::Step {
                     task: task.clone(),
                     attempt,
                     step: format!("gate {gate}"),

@@ -1,35 +1,37 @@
 //! The driver: one process per run that dispatches ready tasks up to the
-//! cap, in the plan's order, and watches them end.
+//! cap, in the plan's order, lands what passed, and watches it all end.
 //!
 //! It holds the run's driver lock (`.git/orch/runs/<run>.lock`) for its whole
 //! life, so two `git orch run` of one run cannot both dispatch. On start it
-//! finds attempts a dead driver left open, stops their agents if they still
-//! run (after checking the process really is that attempt's), and records
-//! them abandoned; their tasks are dispatched again. Every decision is
-//! taken from the log re-read after each change, so a `retry`, `skip` or
-//! `cancel` recorded by another process is seen within a second.
+//! finds the attempts this clone's dead driver left open, stops their
+//! agents if they still run (after checking the process really is that
+//! attempt's), and records them abandoned; their tasks are dispatched
+//! again. Attempts of other clones are never touched: workers coordinate
+//! through claims and leases. Every decision is taken from the state index
+//! refreshed after each change, so a `retry`, `skip` or `cancel` recorded
+//! by another process is seen within a second.
 //!
-//! It stops dispatching when the circuit breaker trips (consecutive agent
-//! failures, total retries, consecutive empty results), when the budget is
+//! It stops dispatching when the circuit breaker trips, when the budget is
 //! spent, or on Ctrl-C/SIGTERM; in-flight agents are stopped (TERM, then
-//! KILL) except on budget, where they may finish.
+//! KILL) except on budget, where they may finish. An attempt whose task
+//! panics is recorded failed (internal error) and the run goes on.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::event::{Event, FailureClass, Outcome, RunSummary, StopReason};
-use crate::gate::context::RetryContext;
+use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary, StopReason};
 use crate::ids::TaskId;
-use crate::plan::Plan;
 use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
 use super::attempt::{self, End, Job};
-use super::{RunContext, RunError, retries_for, summarize};
+use super::progress::{LandReport, Lander, Progress};
+use super::schedule::{self, Breaker};
+use super::{RunContext, RunError, summarize};
 
 /// How a drive ended.
 #[derive(Debug, Clone)]
@@ -48,168 +50,449 @@ pub enum DriveOutcome {
     LandingRefused(String),
 }
 
-/// What one landing of the merge queue did.
-#[derive(Debug, Clone, Default)]
-pub struct LandReport {
-    /// `task/attempt` of every attempt that landed.
-    pub landed: Vec<String>,
-    /// `task/attempt` and why, of every attempt sent back.
-    pub failed: Vec<(String, String)>,
-    /// Set when the landing was refused (a dirty checkout of the target).
-    pub refused: Option<String>,
-    /// Integration gate commands that actually ran.
-    pub gate_runs: usize,
-}
-
-/// Lands what waits in the run's merge queue; supplied by the layer above
-/// (the merge queue), so that dispatch and landing share one driver.
-pub type Lander = std::sync::Arc<
-    dyn Fn(
-            watch::Receiver<bool>,
-        ) -> std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<LandReport, String>> + Send>,
-        > + Send
-        + Sync,
->;
-
-/// Something worth showing while a run goes on.
-#[derive(Debug, Clone)]
-pub enum Progress {
-    Resumed {
-        run: String,
-        abandoned: usize,
-    },
-    Dispatched {
-        task: String,
-        attempt: u32,
-        agent: String,
-    },
-    Ended {
-        task: String,
-        attempt: u32,
-        outcome: Outcome,
-        reason: Option<String>,
-    },
-    /// An attempt moved on to a step: `setup`, `agent NAME`, `gate NAME`.
-    /// Attempts send it through [`super::RunContext::on_step`], from their
-    /// own tasks, not through `drive`'s callback.
-    Step {
-        task: String,
-        attempt: u32,
-        step: String,
-    },
-    Stopping(String),
-    Landed(String),
-    LandingFailed {
-        attempt: String,
-        reason: String,
-    },
-}
-
-/// Tasks whose dependencies can never be satisfied (a dependency failed,
-/// was cancelled, or is itself blocked).
-pub fn blocked_tasks(run: &RunState, plan: &Plan) -> BTreeSet<TaskId> {
-    let mut blocked = BTreeSet::new();
+/// Drives `ctx`'s run until every task has ended or it must stop.
+pub async fn drive(
+    ctx: RunContext,
+    progress: &(dyn Fn(Progress) + Sync),
+    lander: Lander,
+) -> Result<DriveOutcome, RunError> {
+    let mut driver = Driver::start(ctx, progress, lander)?;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| RunError::Internal(format!("cannot watch SIGTERM: {e}")))?;
     loop {
-        let before = blocked.len();
-        for s in &plan.subtasks {
-            let dead = s.depends_on.iter().any(|d| {
-                blocked.contains(d)
-                    || run.tasks.get(d).is_some_and(|t| {
-                        let sub = plan.subtask(d.as_str());
-                        let retries = sub.map_or(run.settings.retries, |x| retries_for(run, x));
-                        matches!(
-                            t.status(retries),
-                            TaskStatus::Failed | TaskStatus::Cancelled
-                        )
-                    })
-            });
-            if dead {
-                blocked.insert(s.id.clone());
+        let run = driver.read_run()?;
+        driver.forward_cancels(&run);
+        if driver.stop.is_none() {
+            driver.check_limits(&run)?;
+        }
+        if driver.stop.is_none() {
+            driver.dispatch(&run)?;
+        }
+        driver.start_landing(&run);
+        if driver.live.is_empty() && driver.landings.is_empty() {
+            if let Some(outcome) = driver.stop.take() {
+                return Ok(outcome);
+            }
+            if let Some(outcome) = driver.finish_if_done()? {
+                return Ok(outcome);
+            }
+            continue;
+        }
+        driver.wait(&mut sigterm).await?;
+    }
+}
+
+/// An attempt running under this driver.
+struct Live {
+    n: u32,
+    cancel: watch::Sender<bool>,
+}
+
+/// The state of one drive.
+struct Driver<'p> {
+    store: Store,
+    ctx: Arc<RunContext>,
+    progress: &'p (dyn Fn(Progress) + Sync),
+    lander: Lander,
+    /// Held for the driver's life: no second driver of this run.
+    _lock: lock::LockGuard,
+    /// When this driver took over: the breaker counts from here.
+    since_ms: i64,
+    exe: std::path::PathBuf,
+    cancel_all: watch::Sender<bool>,
+    live: BTreeMap<TaskId, Live>,
+    running: JoinSet<End>,
+    /// Which task each attempt's tokio task runs, to name a panic.
+    tasks: HashMap<tokio::task::Id, TaskId>,
+    landings: JoinSet<Result<LandReport, String>>,
+    stop: Option<DriveOutcome>,
+    /// Attempts in a row whose task panicked: a bug that repeats stops
+    /// the run like the circuit breaker, even before anything is recorded.
+    panics: u32,
+}
+
+impl<'p> Driver<'p> {
+    /// Takes the run over: its driver lock, a `run_resumed` record, and
+    /// this clone's attempts a dead driver left open.
+    fn start(
+        ctx: RunContext,
+        progress: &'p (dyn Fn(Progress) + Sync),
+        lander: Lander,
+    ) -> Result<Self, RunError> {
+        let store = Store::open(&ctx.common_dir)?;
+        let lock_path = super::driver_lock_path(&store, &ctx.run);
+        let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
+            Ok(g) => g,
+            Err(holder) => {
+                return Err(RunError::Busy {
+                    run: ctx.run.clone(),
+                    holder,
+                });
+            }
+        };
+        let start = store.append(vec![Event::RunResumed {
+            run_id: ctx.run.clone(),
+            pid: std::process::id(),
+            host: super::host(),
+        }])?;
+        let since_ms = start.first().map_or(0, |r| r.time_ms);
+        let driver = Self {
+            store,
+            ctx: Arc::new(ctx),
+            progress,
+            lander,
+            _lock: lock,
+            since_ms,
+            exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
+            cancel_all: watch::channel(false).0,
+            live: BTreeMap::new(),
+            running: JoinSet::new(),
+            tasks: HashMap::new(),
+            landings: JoinSet::new(),
+            stop: None,
+            panics: 0,
+        };
+        let run = driver.read_run()?;
+        let abandoned = abandon_orphans(&driver.store, &run)?;
+        progress(Progress::Resumed {
+            run: driver.ctx.run.to_string(),
+            abandoned,
+        });
+        Ok(driver)
+    }
+
+    /// The run as the log tells it now.
+    fn read_run(&self) -> Result<RunState, RunError> {
+        self.ctx
+            .state
+            .read(&self.store, |index| {
+                Ok::<_, RunError>(index.run(&self.ctx.run)?.cloned())
+            })?
+            .ok_or_else(|| RunError::Internal(format!("run {} is not in the log", self.ctx.run)))
+    }
+
+    /// Tells live attempts whose task a person cancelled to stop.
+    fn forward_cancels(&self, run: &RunState) {
+        for (task, live) in &self.live {
+            if run
+                .tasks
+                .get(task)
+                .is_some_and(|t| t.control == Some(crate::event::Control::Cancel))
+            {
+                let _ = live.cancel.send(true);
             }
         }
-        if blocked.len() == before {
-            return blocked;
+    }
+
+    /// Stops dispatching when the breaker trips or the budget is spent.
+    fn check_limits(&mut self, run: &RunState) -> Result<(), RunError> {
+        let counts = Breaker::count(run, self.since_ms);
+        if let Some(why) = counts.tripped(&self.ctx.run_settings) {
+            (self.progress)(Progress::Stopping(format!("circuit breaker: {why}")));
+            self.store.append(vec![Event::RunStopped {
+                run_id: self.ctx.run.clone(),
+                reason: StopReason::Breaker,
+                detail: format!(
+                    "{why}; counters: agent failures {}, retries {}, empty results {}",
+                    counts.agent_failures, counts.retries, counts.empties
+                ),
+            }])?;
+            let _ = self.cancel_all.send(true);
+            self.stop = Some(DriveOutcome::Breaker(why));
+        } else if let Some(budget) = self.ctx.budget
+            && run.cost() > budget
+        {
+            let spent = run.cost();
+            (self.progress)(Progress::Stopping(format!(
+                "budget: spent ${spent:.2} of ${budget:.2}"
+            )));
+            self.store.append(vec![Event::RunStopped {
+                run_id: self.ctx.run.clone(),
+                reason: StopReason::Budget,
+                detail: format!("spent ${spent:.4} of ${budget:.4}"),
+            }])?;
+            self.stop = Some(DriveOutcome::Budget { spent, budget });
+        }
+        Ok(())
+    }
+
+    /// Starts attempts for ready tasks, in plan order, up to the cap; a
+    /// serial task waits for the others to drain and runs alone.
+    fn dispatch(&mut self, run: &RunState) -> Result<(), RunError> {
+        let ctx = self.ctx.clone();
+        let serial = &ctx.serial;
+        if self.live.keys().any(|t| serial.contains(t)) {
+            return Ok(());
+        }
+        for task in schedule::ready_tasks(run, ctx.plan()) {
+            if self.live.len() >= self.ctx.run_settings.cap || self.live.contains_key(&task) {
+                continue;
+            }
+            let alone = serial.contains(&task);
+            if alone && !self.live.is_empty() {
+                // Nothing else starts meanwhile.
+                break;
+            }
+            self.start_attempt(run, &task)?;
+            if alone {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_attempt(&mut self, run: &RunState, task: &TaskId) -> Result<(), RunError> {
+        let ctx = &self.ctx;
+        let sub = ctx
+            .plan()
+            .subtask(task.as_str())
+            .expect("ready tasks come from the plan")
+            .clone();
+        let n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
+        let job = Job {
+            base: schedule::attempt_base(&self.store, ctx)?,
+            ctx: ctx.clone(),
+            agents: schedule::agent_chain(ctx, run, &sub),
+            retry: schedule::retry_context(run, task),
+            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
+            task: sub,
+            n,
+            exe: self.exe.clone(),
+        };
+        (self.progress)(Progress::Dispatched {
+            task: task.to_string(),
+            attempt: n,
+            agent: job.agents[0].clone(),
+        });
+        let (cancel, own) = watch::channel(false);
+        let stop = either(own, self.cancel_all.subscribe());
+        let handle = self.running.spawn(attempt::run(job, stop));
+        self.tasks.insert(handle.id(), task.clone());
+        self.live.insert(task.clone(), Live { n, cancel });
+        Ok(())
+    }
+
+    /// Starts a landing when attempts wait in the queue and none runs.
+    fn start_landing(&mut self, run: &RunState) {
+        let may_land = !matches!(
+            self.stop,
+            Some(DriveOutcome::Interrupted | DriveOutcome::LandingRefused(_))
+        );
+        if may_land && self.landings.is_empty() && self.queued(run) {
+            self.landings
+                .spawn((self.lander)(self.cancel_all.subscribe()));
         }
     }
-}
 
-/// Tasks that may start now, in plan order: not running, not ended, with
-/// every dependency done or skipped. `running` is how many attempts are
-/// live; `serial_running` whether one of them must run alone.
-pub fn ready_tasks(
-    run: &RunState,
-    plan: &Plan,
-    running: usize,
-    serial_running: bool,
-) -> Vec<TaskId> {
-    let _ = running;
-    if serial_running {
-        return Vec::new();
-    }
-    let status = |id: &TaskId| {
-        let sub = plan.subtask(id.as_str());
-        let retries = sub.map_or(run.settings.retries, |s| retries_for(run, s));
-        run.tasks
-            .get(id)
-            .map(|t| t.status(retries))
-            .unwrap_or(TaskStatus::Pending)
-    };
-    plan.subtasks
-        .iter()
-        .filter(|s| matches!(status(&s.id), TaskStatus::Pending | TaskStatus::Retrying))
-        .filter(|s| {
-            s.depends_on
-                .iter()
-                .all(|d| matches!(status(d), TaskStatus::Done | TaskStatus::Skipped))
+    fn queued(&self, run: &RunState) -> bool {
+        self.ctx.plan().subtasks.iter().any(|sub| {
+            run.tasks
+                .get(&sub.id)
+                .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
         })
-        .map(|s| s.id.clone())
-        .collect()
+    }
+
+    /// With nothing live: records the run finished when nothing can start
+    /// and nothing waits to land, and archives it.
+    fn finish_if_done(&mut self) -> Result<Option<DriveOutcome>, RunError> {
+        let run = self.read_run()?;
+        let plan = self.ctx.plan();
+        if self.queued(&run) || !schedule::ready_tasks(&run, plan).is_empty() {
+            return Ok(None);
+        }
+        let summary = summarize(&run, plan);
+        self.store.append(vec![Event::RunFinished {
+            run_id: self.ctx.run.clone(),
+            summary: summary.clone(),
+        }])?;
+        // The run is archived: landed attempts' worktrees go, by the
+        // cleanup rules (never a dirty one).
+        let runs = self.ctx.state.read(&self.store, |index| {
+            index.states(vec![self.ctx.run.clone()])
+        })?;
+        let filter = super::control::CleanupFilter {
+            run: Some(self.ctx.run.clone()),
+            landed_only: true,
+            ..Default::default()
+        };
+        let _ = super::control::cleanup(&self.store, &runs, &filter, &|_| false);
+        let _ = self.ctx.state.save();
+        let complete = summary.done + summary.skipped == summary.tasks;
+        Ok(Some(if complete {
+            DriveOutcome::Finished(summary)
+        } else {
+            DriveOutcome::Incomplete(summary)
+        }))
+    }
+
+    /// Waits for an attempt or a landing to end, a signal, or a second.
+    async fn wait(&mut self, sigterm: &mut tokio::signal::unix::Signal) -> Result<(), RunError> {
+        tokio::select! {
+            // A `join_next` on an empty set returns at once: guard both.
+            Some(done) = self.running.join_next_with_id(), if !self.running.is_empty() => {
+                self.attempt_ended(done)?;
+            }
+            Some(done) = self.landings.join_next(), if !self.landings.is_empty() => {
+                self.landing_ended(done)?;
+            }
+            _ = tokio::signal::ctrl_c() => self.interrupt()?,
+            _ = sigterm.recv() => self.interrupt()?,
+            _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
+        }
+        Ok(())
+    }
+
+    /// An attempt's task ended: normally with its end, or by panicking,
+    /// which is recorded as the attempt's internal failure so the run goes
+    /// on instead of waiting forever.
+    fn attempt_ended(
+        &mut self,
+        done: Result<(tokio::task::Id, End), tokio::task::JoinError>,
+    ) -> Result<(), RunError> {
+        let (task, n, outcome, reason) = match done {
+            Ok((id, end)) => {
+                self.tasks.remove(&id);
+                self.panics = 0;
+                (end.task, end.n, end.outcome, end.failure.map(|f| f.reason))
+            }
+            Err(e) => {
+                let Some(task) = self.tasks.remove(&e.id()) else {
+                    return Ok(());
+                };
+                let n = self.live.get(&task).map_or(0, |l| l.n);
+                let why = panic_message(e);
+                let failure = Failure {
+                    class: FailureClass::Internal,
+                    reason: format!("git-orch failed inside the attempt: {why}"),
+                };
+                // Only if the attempt did not record its own end first.
+                let open = self
+                    .read_run()?
+                    .tasks
+                    .get(&task)
+                    .and_then(|t| t.attempts.iter().find(|a| a.n == n))
+                    .is_some_and(|a| a.is_open());
+                if open {
+                    self.store.append(vec![Event::AttemptFinished {
+                        run_id: self.ctx.run.clone(),
+                        task: task.clone(),
+                        attempt: n,
+                        outcome: Outcome::Failed,
+                        failure: Some(failure.clone()),
+                    }])?;
+                }
+                self.panics += 1;
+                if self.panics >= self.ctx.run_settings.breaker_failures && self.stop.is_none() {
+                    let why = format!("{} attempts in a row failed inside git-orch", self.panics);
+                    (self.progress)(Progress::Stopping(format!("circuit breaker: {why}")));
+                    self.store.append(vec![Event::RunStopped {
+                        run_id: self.ctx.run.clone(),
+                        reason: StopReason::Breaker,
+                        detail: why.clone(),
+                    }])?;
+                    let _ = self.cancel_all.send(true);
+                    self.stop = Some(DriveOutcome::Breaker(why));
+                }
+                (task, n, Outcome::Failed, Some(failure.reason))
+            }
+        };
+        self.live.remove(&task);
+        (self.progress)(Progress::Ended {
+            task: task.to_string(),
+            attempt: n,
+            outcome,
+            reason,
+        });
+        Ok(())
+    }
+
+    fn landing_ended(
+        &mut self,
+        done: Result<Result<LandReport, String>, tokio::task::JoinError>,
+    ) -> Result<(), RunError> {
+        let report = match done {
+            Ok(Ok(report)) => report,
+            Ok(Err(e)) => return Err(RunError::Merge(e)),
+            Err(e) => return Err(RunError::Merge(panic_message(e))),
+        };
+        for a in report.landed {
+            (self.progress)(Progress::Landed(a));
+        }
+        for (attempt, reason) in report.failed {
+            (self.progress)(Progress::LandingFailed { attempt, reason });
+        }
+        if let Some(why) = report.refused {
+            (self.progress)(Progress::Stopping(
+                why.lines().next().unwrap_or_default().to_owned(),
+            ));
+            if self.stop.is_none() {
+                self.stop = Some(DriveOutcome::LandingRefused(why));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ctrl-C or SIGTERM: stop every agent and record the stop.
+    fn interrupt(&mut self) -> Result<(), RunError> {
+        if matches!(self.stop, Some(DriveOutcome::Interrupted)) {
+            return Ok(());
+        }
+        (self.progress)(Progress::Stopping(
+            "interrupted: stopping agents (rerun the same command to resume)".into(),
+        ));
+        let _ = self.cancel_all.send(true);
+        self.store.append(vec![Event::RunStopped {
+            run_id: self.ctx.run.clone(),
+            reason: StopReason::Interrupted,
+            detail: "Ctrl-C or SIGTERM".into(),
+        }])?;
+        self.stop = Some(DriveOutcome::Interrupted);
+        Ok(())
+    }
 }
 
-/// Breaker counters over the attempts ended since `since_ms`.
-fn breaker_counts(run: &RunState, since_ms: i64) -> (u32, u32, u32) {
-    let mut ended: Vec<_> = run
-        .attempts()
-        .filter(|(_, a)| a.finished_ms.is_some_and(|t| t >= since_ms))
-        .map(|(_, a)| a)
-        .collect();
-    ended.sort_by_key(|a| a.finished_ms);
-    let class = |a: &crate::state::AttemptState| a.failure.as_ref().map(|f| f.class);
-    // Interruptions say nothing about agents or tasks: they neither count
-    // nor break a streak.
-    let consecutive = |pred: &dyn Fn(Option<FailureClass>) -> bool| {
-        ended
-            .iter()
-            .rev()
-            .filter(|a| class(a) != Some(FailureClass::Interrupted))
-            .take_while(|a| pred(class(a)))
-            .count() as u32
-    };
-    let agent_failures = consecutive(&|c| {
-        matches!(
-            c,
-            Some(
-                FailureClass::AgentCrash
-                    | FailureClass::Timeout
-                    | FailureClass::Unavailable
-                    | FailureClass::Internal
-            )
-        )
+/// A receiver that turns true when either `a` or `b` does: an attempt
+/// stops on its own cancel or the run's.
+fn either(a: watch::Receiver<bool>, b: watch::Receiver<bool>) -> watch::Receiver<bool> {
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        let fired = |mut r: watch::Receiver<bool>| async move {
+            // A dropped sender never fires.
+            if r.wait_for(|v| *v).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            _ = fired(a) => {}
+            _ = fired(b) => {}
+        }
+        let _ = tx.send(true);
     });
-    let empties = consecutive(&|c| c == Some(FailureClass::Empty));
-    let retries = run
-        .attempts()
-        .filter(|(_, a)| a.n > 1 && a.created_ms >= since_ms)
-        .count() as u32;
-    (agent_failures, retries, empties)
+    rx
 }
 
-/// Stops and abandons attempts a dead driver left open. Returns how many.
+/// What a panicked task said.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Stops and abandons the attempts this clone's dead driver left open.
+/// Returns how many. Other clones' attempts are theirs (and their
+/// workers' leases') to end.
 fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
+    let Some(me) = store.writer_id()? else {
+        return Ok(0);
+    };
     let mut events = Vec::new();
     for (task, a) in run.attempts() {
-        if !a.is_open() {
+        if !a.is_open() || a.writer != me {
             continue;
         }
         // Its agent, setup or gate processes may still run (a driver killed
@@ -236,7 +519,7 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
             task: task.clone(),
             attempt: a.n,
             outcome: Outcome::Abandoned,
-            failure: Some(crate::event::Failure {
+            failure: Some(Failure {
                 class: FailureClass::Interrupted,
                 reason: "its driver stopped before it ended (the worktree is kept)".into(),
             }),
@@ -247,351 +530,4 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         store.append(events)?;
     }
     Ok(n)
-}
-
-pub fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
-    let t = run.tasks.get(task)?;
-    // Only the attempt right before the next one informs it.
-    let last = t.attempts.last()?;
-    if let Some(f) = &last.landing_failure {
-        let mut ctx = RetryContext::new(task.as_str(), last.n, f, &last.landing_verdicts);
-        if !last.landing_conflicts.is_empty() {
-            ctx.failures = vec![crate::gate::context::ContextFailure {
-                gate: "integration".into(),
-                command: None,
-                summary: f.reason.clone(),
-                tail: last.landing_hunks.join("\n"),
-                failing_tests: Vec::new(),
-                out_of_scope_paths: Vec::new(),
-                secrets: Vec::new(),
-                conflicts: last.landing_conflicts.clone(),
-                findings: Vec::new(),
-            }];
-        }
-        return Some(ctx);
-    }
-    if last.outcome != Some(Outcome::Failed) {
-        return None;
-    }
-    let failure = last.failure.clone()?;
-    Some(RetryContext::new(
-        task.as_str(),
-        last.n,
-        &failure,
-        &last.verdicts,
-    ))
-}
-
-/// The agents to try for the next attempt of `task`: its own or the run's,
-/// then the fallbacks; an agent the last attempt found unavailable goes
-/// last.
-pub fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask) -> Vec<String> {
-    let first = task
-        .agent
-        .clone()
-        .unwrap_or_else(|| ctx.run_settings.agent.clone());
-    let mut chain = vec![first];
-    for f in &ctx.run_settings.fallback {
-        if !chain.contains(f) {
-            chain.push(f.clone());
-        }
-    }
-    if let Some(last) = run.tasks.get(&task.id).and_then(|t| t.attempts.last())
-        && last
-            .failure
-            .as_ref()
-            .is_some_and(|f| f.class == FailureClass::Unavailable)
-        && chain.len() > 1
-        && let Some(pos) = chain.iter().position(|a| *a == last.agent)
-    {
-        let a = chain.remove(pos);
-        chain.push(a);
-    }
-    chain
-}
-
-/// Drives `ctx`'s run until every task has ended or it must stop.
-pub async fn drive(
-    ctx: RunContext,
-    progress: &(dyn Fn(Progress) + Sync),
-    lander: Lander,
-) -> Result<DriveOutcome, RunError> {
-    let serial = ctx.serial.clone();
-    let store = Store::open(&ctx.common_dir)?;
-    let lock_path = super::driver_lock_path(&store, &ctx.run);
-    let _driver_lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
-        Ok(g) => g,
-        Err(holder) => {
-            return Err(RunError::Busy {
-                run: ctx.run.clone(),
-                holder,
-            });
-        }
-    };
-    let start = store.append(vec![Event::RunResumed {
-        run_id: ctx.run.clone(),
-        pid: std::process::id(),
-        host: super::host(),
-    }])?;
-    let since_ms = start.first().map_or(0, |r| r.time_ms);
-    let state = ctx.state.clone();
-    let run = state
-        .read(&store, |index| {
-            Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
-        })?
-        .ok_or_else(|| RunError::Config(format!("run {} is not in the log", ctx.run)))?;
-    let abandoned = abandon_orphans(&store, &run)?;
-    progress(Progress::Resumed {
-        run: ctx.run.to_string(),
-        abandoned,
-    });
-    let exe = std::env::current_exe().unwrap_or_else(|_| "git-orch".into());
-    let ctx = Arc::new(ctx);
-    let (cancel_all, _) = watch::channel(false);
-    let mut per_task: HashMap<TaskId, watch::Sender<bool>> = HashMap::new();
-    let mut running: JoinSet<End> = JoinSet::new();
-    let mut landings: JoinSet<Result<LandReport, String>> = JoinSet::new();
-    let mut live: BTreeSet<TaskId> = BTreeSet::new();
-    let mut stop: Option<DriveOutcome> = None;
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| RunError::Config(format!("cannot watch SIGTERM: {e}")))?;
-    let plan = ctx.plan().clone();
-    loop {
-        let run = state
-            .read(&store, |index| {
-                Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
-            })?
-            .ok_or_else(|| RunError::Config(format!("run {} vanished from the log", ctx.run)))?;
-        let run = &run;
-        // Cancel requests for live attempts.
-        for task in &live {
-            if run
-                .tasks
-                .get(task)
-                .is_some_and(|t| t.control == Some(crate::event::Control::Cancel))
-                && let Some(tx) = per_task.get(task)
-            {
-                let _ = tx.send(true);
-            }
-        }
-        if stop.is_none() {
-            let (fails, retries, empties) = breaker_counts(run, since_ms);
-            let s = &ctx.run_settings;
-            let tripped = if fails >= s.breaker_failures {
-                Some(format!(
-                    "{fails} consecutive agent failures (limit {})",
-                    s.breaker_failures
-                ))
-            } else if retries >= s.breaker_retries {
-                Some(format!("{retries} retries (limit {})", s.breaker_retries))
-            } else if empties >= s.breaker_empty {
-                Some(format!(
-                    "{empties} consecutive empty results (limit {})",
-                    s.breaker_empty
-                ))
-            } else {
-                None
-            };
-            if let Some(why) = tripped {
-                progress(Progress::Stopping(format!("circuit breaker: {why}")));
-                store.append(vec![Event::RunStopped {
-                    run_id: ctx.run.clone(),
-                    reason: StopReason::Breaker,
-                    detail: format!(
-                        "{why}; counters: agent failures {fails}, retries {retries}, empty results {empties}"
-                    ),
-                }])?;
-                let _ = cancel_all.send(true);
-                stop = Some(DriveOutcome::Breaker(why));
-            } else if let Some(budget) = ctx.budget
-                && run.cost() > budget
-            {
-                let spent = run.cost();
-                progress(Progress::Stopping(format!(
-                    "budget: spent ${spent:.2} of ${budget:.2}"
-                )));
-                store.append(vec![Event::RunStopped {
-                    run_id: ctx.run.clone(),
-                    reason: StopReason::Budget,
-                    detail: format!("spent ${spent:.4} of ${budget:.4}"),
-                }])?;
-                stop = Some(DriveOutcome::Budget { spent, budget });
-            }
-        }
-        if stop.is_none() {
-            let serial_running = live.iter().any(|t| serial.contains(t));
-            for task in ready_tasks(run, &plan, live.len(), serial_running) {
-                if live.len() >= ctx.run_settings.cap || live.contains(&task) {
-                    continue;
-                }
-                if serial.contains(&task) && !live.is_empty() {
-                    // A serial task waits for the others to drain, and
-                    // nothing else starts meanwhile.
-                    break;
-                }
-                let sub = plan
-                    .subtask(task.as_str())
-                    .expect("ready tasks come from the plan")
-                    .clone();
-                let n = run.tasks.get(&task).map_or(1, |t| t.next_attempt());
-                let gates = crate::gate::stack(&ctx.settings, &plan, &sub);
-                let job = Job {
-                    base: attempt_base(&store, &ctx)?,
-                    ctx: ctx.clone(),
-                    agents: agent_chain(&ctx, run, &sub),
-                    retry: retry_context(run, &task),
-                    task: sub,
-                    n,
-                    gates,
-                    exe: exe.clone(),
-                };
-                progress(Progress::Dispatched {
-                    task: task.to_string(),
-                    attempt: n,
-                    agent: job.agents[0].clone(),
-                });
-                let (tx, mut rx) = watch::channel(false);
-                let mut all = cancel_all.subscribe();
-                // One receiver per attempt that fires on either its own
-                // cancel or the run-wide one.
-                let (merged_tx, merged_rx) = watch::channel(false);
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = async { while !*rx.borrow_and_update() { if rx.changed().await.is_err() { std::future::pending::<()>().await } } } => {}
-                        _ = async { while !*all.borrow_and_update() { if all.changed().await.is_err() { std::future::pending::<()>().await } } } => {}
-                    }
-                    let _ = merged_tx.send(true);
-                });
-                per_task.insert(task.clone(), tx);
-                live.insert(task.clone());
-                running.spawn(attempt::run(job, merged_rx));
-                if serial.contains(&task) {
-                    break;
-                }
-            }
-        }
-        // The merge queue: one landing at a time, whenever attempts wait.
-        let queued = plan.subtasks.iter().any(|sub| {
-            run.tasks
-                .get(&sub.id)
-                .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
-        });
-        let may_land = !matches!(
-            stop,
-            Some(DriveOutcome::Interrupted | DriveOutcome::LandingRefused(_))
-        );
-        if queued && may_land && landings.is_empty() {
-            landings.spawn(lander(cancel_all.subscribe()));
-        }
-        if live.is_empty() && landings.is_empty() {
-            if let Some(outcome) = stop.take() {
-                return Ok(outcome);
-            }
-            let run = state
-                .read(&store, |index| {
-                    Ok::<_, RunError>(index.run(&ctx.run)?.cloned())
-                })?
-                .expect("the run was read above");
-            let run = &run;
-            let queued = plan.subtasks.iter().any(|sub| {
-                run.tasks
-                    .get(&sub.id)
-                    .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
-            });
-            if !queued && ready_tasks(run, &plan, 0, false).is_empty() {
-                let summary = summarize(run, &plan);
-                store.append(vec![Event::RunFinished {
-                    run_id: ctx.run.clone(),
-                    summary: summary.clone(),
-                }])?;
-                // The run is archived: landed attempts' worktrees go, by the
-                // cleanup rules (never a dirty one).
-                let runs = state.read(&store, |index| index.states(vec![ctx.run.clone()]))?;
-                let _ = state.save();
-                let filter = super::control::CleanupFilter {
-                    run: Some(ctx.run.clone()),
-                    landed_only: true,
-                    ..Default::default()
-                };
-                let _ = super::control::cleanup(&store, &runs, &filter, &|_| false);
-                let complete = summary.done + summary.skipped == summary.tasks;
-                return Ok(if complete {
-                    DriveOutcome::Finished(summary)
-                } else {
-                    DriveOutcome::Incomplete(summary)
-                });
-            }
-            continue;
-        }
-        tokio::select! {
-            // A `join_next` on an empty set returns at once: guard both.
-            done = running.join_next(), if !running.is_empty() => {
-                if let Some(Ok(end)) = done {
-                    live.remove(&end.task);
-                    per_task.remove(&end.task);
-                    progress(Progress::Ended {
-                        task: end.task.to_string(),
-                        attempt: end.n,
-                        outcome: end.outcome,
-                        reason: end.failure.map(|f| f.reason),
-                    });
-                }
-            }
-            Some(done) = landings.join_next(), if !landings.is_empty() => {
-                match done.expect("a landing does not panic") {
-                    Ok(report) => {
-                        for a in report.landed {
-                            progress(Progress::Landed(a));
-                        }
-                        for (attempt, reason) in report.failed {
-                            progress(Progress::LandingFailed { attempt, reason });
-                        }
-                        if let Some(why) = report.refused {
-                            progress(Progress::Stopping(why.lines().next().unwrap_or_default().to_owned()));
-                            if stop.is_none() {
-                                stop = Some(DriveOutcome::LandingRefused(why));
-                            }
-                        }
-                    }
-                    Err(e) => return Err(RunError::Config(format!("the merge queue failed: {e}"))),
-                }
-            }
-            _ = tokio::signal::ctrl_c() => interrupt(&store, &ctx, &cancel_all, &mut stop, progress)?,
-            _ = sigterm.recv() => interrupt(&store, &ctx, &cancel_all, &mut stop, progress)?,
-            _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
-        }
-    }
-}
-
-/// Where a new attempt starts: the target's tip when it contains the run's
-/// base (so dependents build on what landed), else the run's base.
-pub fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid, RunError> {
-    let tip = store.ref_target(&format!("refs/heads/{}", ctx.target))?;
-    Ok(match tip {
-        Some(t) if store.is_ancestor(ctx.base, t)? => t,
-        _ => ctx.base,
-    })
-}
-
-fn interrupt(
-    store: &Store,
-    ctx: &RunContext,
-    cancel_all: &watch::Sender<bool>,
-    stop: &mut Option<DriveOutcome>,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Result<(), RunError> {
-    if matches!(stop, Some(DriveOutcome::Interrupted)) {
-        return Ok(());
-    }
-    progress(Progress::Stopping(
-        "interrupted: stopping agents (rerun the same command to resume)".into(),
-    ));
-    let _ = cancel_all.send(true);
-    store.append(vec![Event::RunStopped {
-        run_id: ctx.run.clone(),
-        reason: StopReason::Interrupted,
-        detail: "Ctrl-C or SIGTERM".into(),
-    }])?;
-    *stop = Some(DriveOutcome::Interrupted);
-    Ok(())
 }

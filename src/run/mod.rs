@@ -11,7 +11,9 @@
 pub mod attempt;
 pub mod control;
 pub mod driver;
+pub mod progress;
 pub mod prompt;
+pub mod schedule;
 pub mod workspace;
 
 use std::path::{Path, PathBuf};
@@ -61,6 +63,11 @@ pub enum RunError {
     NestedRoot { root: PathBuf, workdir: PathBuf },
     #[error("{0}")]
     Config(String),
+    /// git-orch itself failed (a bug, or the machine): not the user's input.
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error("the merge queue failed: {0}")]
+    Merge(String),
     #[error("{0}")]
     Store(#[from] StoreError),
 }
@@ -104,10 +111,10 @@ pub struct RunContext {
     pub on_step: Option<StepObserver>,
 }
 
-/// Receives [`driver::Progress::Step`] from any attempt's task, as it
+/// Receives [`progress::Progress::Step`] from any attempt's task, as it
 /// happens (the driver's own events go to `drive`'s callback).
 #[derive(Clone)]
-pub struct StepObserver(pub std::sync::Arc<dyn Fn(driver::Progress) + Send + Sync>);
+pub struct StepObserver(pub std::sync::Arc<dyn Fn(progress::Progress) + Send + Sync>);
 
 impl std::fmt::Debug for StepObserver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -315,7 +322,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             Some(r) => r.clone(),
             None => empty_run(&revision, &target, base, &run_settings),
         };
-        let ready = driver::ready_tasks(&tasks, &revision.plan, 0, false);
+        let ready = schedule::ready_tasks(&tasks, &revision.plan);
         return Ok(Prepared::DryRun(DryRun {
             run: resume.as_ref().map(|r| r.id.clone()),
             plan_id: plan_id.clone(),
@@ -490,7 +497,7 @@ pub fn summarize(run: &RunState, plan: &Plan) -> RunSummary {
         tasks: plan.subtasks.len(),
         ..Default::default()
     };
-    let blocked = driver::blocked_tasks(run, plan);
+    let blocked = schedule::blocked_tasks(run, plan);
     for sub in &plan.subtasks {
         let status = run
             .tasks

@@ -199,6 +199,9 @@ pub enum TaskStatus {
     Running,
     /// A failed attempt and budget left: the next attempt is due.
     Retrying,
+    /// Its attempt was stopped with the run (Ctrl-C, a driver that died):
+    /// it starts again when the run is resumed.
+    Stopped,
     /// The last attempt passed its gates and waits for the merge queue.
     Passed,
     /// The last attempt landed on the target.
@@ -215,12 +218,21 @@ impl TaskStatus {
             TaskStatus::Pending => "pending",
             TaskStatus::Running => "running",
             TaskStatus::Retrying => "retrying",
+            TaskStatus::Stopped => "stopped",
             TaskStatus::Passed => "passed",
             TaskStatus::Done => "done",
             TaskStatus::Failed => "failed",
             TaskStatus::Skipped => "skipped",
             TaskStatus::Cancelled => "cancelled",
         }
+    }
+
+    /// Whether a new attempt may start (dependencies permitting).
+    pub fn may_start(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Pending | TaskStatus::Retrying | TaskStatus::Stopped
+        )
     }
 
     /// Whether nothing more will happen to the task (unless a person asks).
@@ -254,6 +266,14 @@ impl TaskState {
         }
         if self.failures() > retries {
             return TaskStatus::Failed;
+        }
+        if last.outcome == Some(Outcome::Abandoned)
+            && last
+                .failure
+                .as_ref()
+                .is_none_or(|f| f.class == FailureClass::Interrupted)
+        {
+            return TaskStatus::Stopped;
         }
         TaskStatus::Retrying
     }

@@ -32,7 +32,8 @@ use tokio::task::JoinSet;
 use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
-use crate::run::driver::{LandReport, Progress, agent_chain, attempt_base, ready_tasks};
+use crate::run::progress::{LandReport, Progress};
+use crate::run::schedule::{agent_chain, attempt_base, ready_tasks};
 use crate::run::{RunContext, RunError};
 use crate::state::{RunState, SharedIndex};
 use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
@@ -339,7 +340,7 @@ impl Worker {
             if busy.iter().any(|t| ctx.serial.contains(t)) {
                 continue; // a serial task runs somewhere: nothing else starts
             }
-            let mut candidates = ready_tasks(run, &plan, 0, false);
+            let mut candidates = ready_tasks(run, &plan);
             // A task whose attempt is open under a claim that no longer
             // binds (its worker stopped renewing) is taken over. An open
             // attempt without any claim belongs to a `git orch run` driver
@@ -517,7 +518,7 @@ impl Worker {
             base: attempt_base(&self.store, ctx)?,
             ctx: ctx.clone(),
             agents: agent_chain(ctx, run, &sub),
-            retry: crate::run::driver::retry_context(run, task),
+            retry: crate::run::schedule::retry_context(run, task),
             gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
             task: sub,
             n,
@@ -723,7 +724,7 @@ impl Worker {
             let plan = ctx.plan();
             // Nothing can start, nothing runs anywhere, nothing waits to
             // land: what is left is failed, cancelled, skipped or blocked.
-            let all_ended = ready_tasks(run, plan, 0, false).is_empty()
+            let all_ended = ready_tasks(run, plan).is_empty()
                 && !run.attempts().any(|(_, a)| a.is_open() || a.is_queued());
             if !all_ended {
                 continue;
