@@ -143,6 +143,7 @@ fn main() {
         let opts = git_orch::run::RunOptions {
             agent: Some("fake".into()),
             base: Some(base.clone()),
+            new: true,
             ..Default::default()
         };
         // A fresh run each round (the previous one is superseded by a new
@@ -156,7 +157,9 @@ fn main() {
             git_orch::run::Prepared::Started(c) | git_orch::run::Prepared::Resumed(c) => {
                 Arc::new(c)
             }
-            git_orch::run::Prepared::DryRun(_) => unreachable!("not a dry run"),
+            git_orch::run::Prepared::DryRun(_) | git_orch::run::Prepared::NothingToDo(_) => {
+                unreachable!("not a dry run, and --new carries nothing")
+            }
         };
         let start = Instant::now();
         for sub in &ctx.plan().subtasks {

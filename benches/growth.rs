@@ -92,7 +92,9 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             breaker_failures: 5,
             breaker_retries: 20,
             breaker_empty: 3,
+            workers: false,
         },
+        carried: Default::default(),
     }]];
     ops.push(vec![Event::RunResumed {
         run_id: run.clone(),

@@ -122,6 +122,12 @@ pub enum Event {
         /// The commit attempts start from.
         base: String,
         settings: RunSettings,
+        /// Tasks an earlier run of the plan already landed on the target
+        /// (with an identical definition): this run counts them done and
+        /// never runs them again (`git orch run --redo TASK` or `--new`
+        /// leaves them out).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        carried: std::collections::BTreeMap<TaskId, Carried>,
     },
     /// A driver process took over an existing run (after a crash, Ctrl-C,
     /// or on another invocation of the same `run` command).
@@ -314,6 +320,14 @@ pub enum Event {
     DebugMarker { label: String, n: u64 },
 }
 
+/// Where a task carried into a run landed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Carried {
+    /// The run that landed it.
+    pub run: RunId,
+    pub attempt: u32,
+}
+
 /// Ports reserved per attempt, exported from `ORCH_PORT`.
 pub const PORT_BLOCK: u16 = 10;
 
@@ -333,6 +347,10 @@ pub struct RunSettings {
     pub breaker_failures: u32,
     pub breaker_retries: u32,
     pub breaker_empty: u32,
+    /// Started with `run --start-only`: workers (`git orch worker`) work
+    /// it through claims; no `git orch run` drives it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub workers: bool,
 }
 
 /// Tokens and cost an agent reported.

@@ -5,9 +5,11 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
-use common::{Project, Sandbox, events, project, status_json, stderr, stdout};
+use common::{
+    Project, Sandbox, block_landings, events, project, status_json, stderr, stdout,
+    unblock_landings,
+};
 
 fn tasks(n: usize) -> Vec<(String, String)> {
     (0..n)
@@ -56,7 +58,7 @@ fn five_independent_tasks_land_in_order_with_linear_history() {
     // All five pass before the queue may land (the checkout of main is
     // dirty meanwhile); then they land in the plan's order, whatever order
     // they passed in.
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    block_landings(&p.repo);
     let out = sb.orch(
         &p.repo,
         &[
@@ -64,7 +66,7 @@ fn five_independent_tasks_land_in_order_with_linear_history() {
         ],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    unblock_landings(&p.repo);
     let out = sb.orch(&p.repo, &["merge"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let landed: Vec<String> = landed_events(&sb, &p.repo)
@@ -281,7 +283,7 @@ fn a_batch_of_8_with_one_culprit_lands_7_with_fewer_gate_runs() {
     }
     // Keep the queue from landing while the attempts run: the target's
     // checkout is dirty, so every attempt passes and waits.
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    block_landings(&p.repo);
     let out = sb.orch(
         &p.repo,
         &[
@@ -289,7 +291,7 @@ fn a_batch_of_8_with_one_culprit_lands_7_with_fewer_gate_runs() {
         ],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    unblock_landings(&p.repo);
     let dry = sb.orch_ok(&p.repo, &["merge", "--dry-run", "--batch", "8"]);
     assert!(dry.starts_with("8 attempt(s)"), "{dry}");
     let out = sb.orch(&p.repo, &["merge", "--batch", "8", "--json"]);
@@ -325,13 +327,13 @@ fn a_batch_of_8_with_one_culprit_lands_7_with_fewer_gate_runs() {
 }
 
 #[test]
-fn kill_9_during_landing_never_leaves_a_landed_commit_without_its_record() {
+fn a_landing_killed_in_each_crash_window_never_leaves_a_landed_commit_without_its_record() {
     let mut sb = Sandbox::new();
     let p = make(&mut sb, 3, Some("[integration]\n\trun = sleep 0.3\n"));
     for i in 0..3 {
         p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
     }
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    block_landings(&p.repo);
     assert_eq!(
         sb.orch(
             &p.repo,
@@ -341,7 +343,7 @@ fn kill_9_during_landing_never_leaves_a_landed_commit_without_its_record() {
         .code(),
         Some(3)
     );
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    unblock_landings(&p.repo);
     let start = sb.git(&p.repo, &["rev-parse", "main"]);
     let check = |sb: &Sandbox| {
         let tip = sb.git(&p.repo, &["rev-parse", "main"]);
@@ -360,15 +362,28 @@ fn kill_9_during_landing_never_leaves_a_landed_commit_without_its_record() {
             );
         }
     };
-    for delay in [100u64, 250, 400, 550, 700] {
-        let mut merge = sb
+    // Each landing's crash windows, hit exactly by named failpoints where
+    // `git orch merge` kills itself: while writing the record, between the
+    // record and the target's move, and between that and the checkout's.
+    for window in [
+        "append.objects-written=kill@2",
+        "land.recorded=kill@1",
+        "land.moved=kill@1",
+        "land.recorded=kill@1",
+    ] {
+        let merge = sb
             .command("git-orch", &p.repo)
             .args(["merge"])
-            .spawn()
+            .env("ORCH_FAILPOINTS", window)
+            .output()
             .expect("merge");
-        std::thread::sleep(Duration::from_millis(delay));
-        merge.kill().expect("SIGKILL");
-        let _ = merge.wait();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            merge.status.signal(),
+            Some(9),
+            "{window}: {}",
+            stderr(&merge)
+        );
         check(&sb);
     }
     let out = sb.orch(&p.repo, &["merge"]);
@@ -442,6 +457,7 @@ fn verify_accepts_landings_and_refuses_the_rest() {
                     target: "main".into(),
                     base: commit.clone(),
                     settings,
+                    carried: Default::default(),
                 },
                 git_orch::event::Event::Landed {
                     run_id,
@@ -477,11 +493,13 @@ fn a_dirty_checked_out_target_is_refused_and_the_users_files_are_untouched() {
         &["run", "proj", "--agent", "fake", "--base", "main"],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // The refusal names the path in the way, not the unrelated edit.
     assert!(
-        stderr(&out).contains("uncommitted changes"),
+        stderr(&out).contains("src/t0/done (untracked)"),
         "the refusal says why: {}",
         stderr(&out)
     );
+    assert!(!stderr(&out).contains("README.md"), "{}", stderr(&out));
     assert_eq!(sb.git(&p.repo, &["rev-parse", "main"]), before, "not moved");
     assert_eq!(
         std::fs::read(p.repo.join("README.md")).expect("read"),
@@ -494,6 +512,45 @@ fn a_dirty_checked_out_target_is_refused_and_the_users_files_are_untouched() {
     assert!(landed_events(&sb, &p.repo).is_empty());
 }
 
+#[test]
+fn a_landing_beside_unrelated_edits_and_untracked_files_lands_and_keeps_them() {
+    let mut sb = Sandbox::new();
+    let p = make(&mut sb, 1, None);
+    p.script("t0", "write src/t0/done landed\n");
+    // Unrelated to the landing: an edited tracked file, a staged new file
+    // and an untracked one.
+    std::fs::write(p.repo.join("README.md"), b"mine, unsaved\n").expect("edit");
+    std::fs::write(p.repo.join("staged.txt"), b"staged\n").expect("staged");
+    sb.git(&p.repo, &["add", "staged.txt"]);
+    std::fs::write(p.repo.join("notes.txt"), b"my notes\x00").expect("untracked");
+    let out = sb.orch(
+        &p.repo,
+        &["run", "proj", "--agent", "fake", "--base", "main"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(landed_events(&sb, &p.repo).len(), 1);
+    // The checkout followed the target (the landed file is there) and the
+    // person's bytes are as they were.
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("src/t0/done")).expect("landed file"),
+        "landed\n"
+    );
+    assert_eq!(
+        std::fs::read(p.repo.join("README.md")).expect("read"),
+        b"mine, unsaved\n"
+    );
+    assert_eq!(
+        std::fs::read(p.repo.join("notes.txt")).expect("read"),
+        b"my notes\x00"
+    );
+    let status = sb.git(&p.repo, &["status", "--porcelain"]);
+    assert_eq!(
+        status.lines().collect::<Vec<_>>(),
+        [" M README.md", "A  staged.txt", "?? notes.txt"],
+        "{status}"
+    );
+}
+
 /// Two tasks whose attempts passed and wait in the queue; returns the run.
 fn two_waiting(sb: &mut Sandbox) -> (Project, String) {
     let p = make(sb, 2, None);
@@ -501,7 +558,7 @@ fn two_waiting(sb: &mut Sandbox) -> (Project, String) {
         p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
     }
     // The dirty checkout of main keeps the queue from landing.
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    block_landings(&p.repo);
     let out = sb.orch(
         &p.repo,
         &[
@@ -509,7 +566,7 @@ fn two_waiting(sb: &mut Sandbox) -> (Project, String) {
         ],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    unblock_landings(&p.repo);
     let run = status_json(sb, &p.repo)["run"]
         .as_str()
         .expect("run")

@@ -8,7 +8,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{Project, Sandbox, project, stderr, stdout};
+use common::{Project, Sandbox, block_landings, project, stderr, stdout, unblock_landings};
 
 fn have(program: &str) -> bool {
     Command::new("sh")
@@ -141,7 +141,7 @@ fn merge_json_stdout_parses_while_stderr_shows_live_progress() {
     let mut sb = Sandbox::new();
     let p = two_slow_tasks(&mut sb);
     // A dirty checkout of the target keeps `run` from landing.
-    std::fs::write(p.repo.join("wip"), "wip").expect("wip");
+    block_landings(&p.repo);
     let out = sb.orch(
         &p.repo,
         &[
@@ -149,7 +149,7 @@ fn merge_json_stdout_parses_while_stderr_shows_live_progress() {
         ],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    std::fs::remove_file(p.repo.join("wip")).expect("rm");
+    unblock_landings(&p.repo);
     let out = sb
         .command("git", &p.repo)
         .args(["orch", "merge", "--json"])

@@ -90,16 +90,21 @@ fn sigkill_in_the_middle_of_appending_leaves_a_readable_log() {
     let repo = sb.repo("r");
     sb.orch_ok(&repo, &["init"]);
     let mut expected_before = 1; // the init event
-    for (trial, delay_ms) in [15u64, 40, 90, 160, 250].into_iter().enumerate() {
-        let mut child = sb
+    // Killed exactly between writing an operation's objects and moving
+    // the ref, at the 1st, 2nd, 5th, 17th and 40th operation.
+    for (trial, nth) in [1u32, 2, 5, 17, 40].into_iter().enumerate() {
+        let child = sb
             .command("git-orch", &repo)
             .args(["debug", "append", "--count", "1000000", "--batch", "3"])
             .arg(format!("--label=t{trial}"))
-            .spawn()
-            .expect("spawn appender");
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        child.kill().expect("SIGKILL");
-        let _ = child.wait();
+            .env(
+                "ORCH_FAILPOINTS",
+                format!("append.objects-written=kill@{nth}"),
+            )
+            .output()
+            .expect("appender");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(child.status.signal(), Some(9), "the failpoint was not hit");
         let events = log_json(&sb, &repo);
         assert!(
             events.len() >= expected_before,
@@ -112,6 +117,11 @@ fn sigkill_in_the_middle_of_appending_leaves_a_readable_log() {
             .filter(|(l, _)| *l == format!("t{trial}"))
             .count();
         assert_eq!(mine % 3, 0, "a torn operation is visible");
+        assert_eq!(
+            mine,
+            3 * (nth as usize - 1),
+            "an operation was lost or half kept"
+        );
         // The next append succeeds and continues the sequence.
         sb.orch_ok(&repo, &["debug", "append", "--label", "after"]);
         let after = log_json(&sb, &repo);

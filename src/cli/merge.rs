@@ -66,7 +66,11 @@ fn land_all(
                 reason: reason.clone(),
             });
         }
+        for why in &one.warnings {
+            renderer.handle(Progress::Warning(why.clone()));
+        }
         let nothing = one.landed.is_empty() && one.failed.is_empty();
+        total.warnings.extend(one.warnings);
         total.landed.extend(one.landed);
         total.failed.extend(one.failed);
         total.gate_runs += one.gate_runs;

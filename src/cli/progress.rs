@@ -74,6 +74,7 @@ pub fn plain_line(p: &Progress) -> String {
             None => format!("  {task:<24} attempt {attempt} {}", outcome.as_str()),
         },
         Progress::Stopping(why) => format!("stopping: {why}"),
+        Progress::Warning(why) => format!("warning: {why}"),
         Progress::Landed(attempt) => format!("  {attempt:<24} landed"),
         Progress::LandingFailed { attempt, reason } => {
             format!("  {attempt:<24} could not land: {reason}")
@@ -302,6 +303,7 @@ impl Renderer {
                 s.stopping = true;
                 s.notes.push(format!("stopping: {why}"));
             }
+            Progress::Warning(why) => s.notes.push(format!("warning: {why}")),
             Progress::Landed(label) => {
                 let (task, attempt) = split_label(&label);
                 let row = s.row(task);

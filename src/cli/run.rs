@@ -3,7 +3,7 @@
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
-use crate::ids::PlanId;
+use crate::ids::{PlanId, TaskId};
 use crate::run::progress::Progress;
 use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
 
@@ -46,6 +46,13 @@ pub struct RunArgs {
     /// (`git orch worker`) pick it up after `git orch sync`.
     #[arg(long, conflicts_with = "dry_run")]
     pub start_only: bool,
+    /// Run TASK again even though an earlier run of the plan landed it
+    /// (repeatable). Without it, a rerun never redoes landed work.
+    #[arg(long, value_name = "TASK")]
+    pub redo: Vec<String>,
+    /// Start a new run of every task, landed before or not.
+    #[arg(long, conflicts_with = "redo")]
+    pub new: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -53,12 +60,25 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{s:?} is not a duration (e.g. 900, 15m, 2h)"))
 }
 
-/// Maps run errors to exit codes: an unapproved plan is "blocked" (3).
+/// Maps run errors to exit codes: an unapproved plan, or a run that is
+/// not this command's to drive, is "blocked" (3).
 pub fn run_error(e: RunError) -> CommandError {
     match e {
         RunError::NotApproved(m) => CommandError::with_code(exit::BLOCKED, m),
+        e @ (RunError::WorkersRun { .. } | RunError::StartedElsewhere { .. }) => {
+            CommandError::with_code(exit::BLOCKED, e.to_string())
+        }
+        e @ RunError::UnknownTask { .. } => CommandError::with_code(exit::USAGE, e.to_string()),
         other => CommandError::error(other.to_string()),
     }
+}
+
+/// The plan a run executes, for its summary.
+fn ctx_plan(
+    store: &crate::store::Store,
+    run: &crate::state::RunState,
+) -> Result<crate::plan::Plan, CommandError> {
+    Ok(run::plan_of(store, run).map_err(run_error)?.plan)
 }
 
 /// Prints progress lines on stderr, one per event (see
@@ -106,6 +126,15 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         timeout: args.timeout,
         budget: args.budget,
         dry_run: args.dry_run,
+        start_only: args.start_only,
+        redo: args
+            .redo
+            .iter()
+            .map(|t| {
+                TaskId::new(t).map_err(|e| CommandError::with_code(exit::USAGE, e.to_string()))
+            })
+            .collect::<Result<_, _>>()?,
+        new: args.new,
     };
     let mut ctx = match run::prepare(&store, &plan, &opts).map_err(run_error)? {
         Prepared::DryRun(d) => {
@@ -138,6 +167,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             return Ok(exit::OK);
         }
         Prepared::Started(ctx) => {
+            for w in &ctx.warnings {
+                output::status(&format!("warning: {w}"));
+            }
             output::status(&format!(
                 "Started run {} of plan {} revision {} onto {} (cap {}, agent {}).",
                 ctx.run,
@@ -149,13 +181,16 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             ));
             ctx
         }
-        Prepared::Resumed(ctx) => {
+        // Whether this process drives it or follows the one that does is
+        // settled by the driver lock, and said then.
+        Prepared::Resumed(ctx) => ctx,
+        Prepared::NothingToDo(last) => {
+            let s = run::summarize(&last, &ctx_plan(&store, &last)?);
             output::status(&format!(
-                "Resuming run {} of plan {}.",
-                ctx.run,
-                ctx.plan().id
+                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, ${:.2}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
+                last.id, last.plan_id, s.tasks, s.attempts, s.cost_usd, last.id, last.plan_id
             ));
-            ctx
+            return Ok(exit::OK);
         }
     };
     let run_id = ctx.run.clone();
@@ -188,7 +223,47 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         let renderer = renderer.clone();
         move |p| renderer.handle(p)
     })));
-    let outcome = runtime.block_on(run::drive(ctx, &|p| renderer.handle(p), lander));
+    // Drive the run; if another process drives it, follow that one to the
+    // end (and take over should it die first).
+    let outcome = loop {
+        match runtime.block_on(run::drive(
+            ctx.clone(),
+            &|p| renderer.handle(p),
+            lander.clone(),
+        )) {
+            Err(RunError::Busy { holder, .. }) => {
+                renderer.note(&format!(
+                    "run {run_id} is being driven by another process ({holder}); following it"
+                ));
+                // Rows change only when a task's state does.
+                let seen = std::sync::Mutex::new(String::new());
+                let followed = run::follow::follow(&store, &ctx.state, &run_id, &|r| {
+                    let now = format!(
+                        "{:?}",
+                        r.attempts()
+                            .map(|(t, a)| (t, a.n, a.outcome, a.landed.is_some()))
+                            .collect::<Vec<_>>()
+                    );
+                    let mut last = seen.lock().unwrap_or_else(|e| e.into_inner());
+                    if *last != now {
+                        seed_rows(&renderer, r, ctx.plan());
+                        *last = now;
+                    }
+                });
+                match followed {
+                    Ok(run::follow::Followed::Ended(o)) => break Ok(o),
+                    Ok(run::follow::Followed::DriverGone) => {
+                        renderer.note(&format!(
+                            "the driver of run {run_id} went away; taking the run over"
+                        ));
+                        continue;
+                    }
+                    Err(e) => break Err(e),
+                }
+            }
+            other => break other,
+        }
+    };
     renderer.finish();
     let outcome = outcome.map_err(run_error)?;
     match outcome {
@@ -202,7 +277,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         DriveOutcome::Incomplete(s) => Err(CommandError::with_code(
             exit::BLOCKED,
             format!(
-                "run {run_id} ended with {} done, {} failed, {} blocked, {} cancelled of {} tasks\nhint: `git orch status {run_id}` shows why; `git orch retry <task>` gives a task a fresh budget",
+                "run {run_id} ended with {} done, {} failed, {} blocked, {} cancelled of {} tasks\nhint: `git orch status {run_id}` shows why; `git orch retry <task> --run {run_id}` gives a task a fresh budget",
                 s.done, s.failed, s.blocked, s.cancelled, s.tasks
             ),
         )),

@@ -18,7 +18,8 @@
 //!   [`MAX_EVENT_BYTES`]; a log commit that removes or rewrites an event; a
 //!   plan ref whose revisions do not read back as canonical plans; an
 //!   approval ref whose latest decision does not parse; a claim ref
-//!   `refs/orch/claims/<run>/<task>` with ids that are not ids;
+//!   `refs/orch/claims/<run>/<task>` with ids that are not ids; a run start
+//!   `refs/orch/starts/<plan>` that does not name that plan and a run;
 //! * deleting a protected branch, moving it backwards or sideways, or
 //!   moving it to commits `verify` rejects. Verification reads the server's
 //!   state as it will be after the push: the log, plan and approval refs
@@ -234,6 +235,18 @@ fn check_orch_ref(store: &Store, line: &ReceiveLine) -> Result<Vec<Refusal>, Hoo
                     out.push(refuse(first_line(&e.to_string()), malformed));
                 }
             }
+        }
+    } else if let Some(plan) = rest.strip_prefix("starts/") {
+        match PlanId::new(plan) {
+            Err(e) => out.push(refuse(format!("{}: {e}", line.reference), malformed)),
+            Ok(_) => match store.read_run_start(new) {
+                Ok(start) if start.plan == plan && RunId::new(&start.run).is_ok() => {}
+                Ok(_) => out.push(refuse(
+                    format!("{} names another plan or no valid run", line.reference),
+                    malformed,
+                )),
+                Err(e) => out.push(refuse(first_line(&e.to_string()), malformed)),
+            },
         }
     } else if let Some(claim) = rest.strip_prefix("claims/") {
         let ok = claim.split_once('/').is_some_and(|(run, what)| {

@@ -15,6 +15,7 @@
 //! for any commit, whether git-orch landed it from an approved, gated run.
 
 pub mod candidate;
+pub mod checkout;
 pub mod queue;
 pub mod verify;
 

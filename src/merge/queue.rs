@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 
 use super::MergeError;
 use super::candidate::{self, Built, Entry, Names, Strategy};
+use super::checkout;
 use crate::config::Settings;
 use crate::event::{Event, Failure, FailureClass, GateMode, GateStatus, Verdict};
 use crate::gate::{GateDef, GateKind};
 use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
-use crate::process::Git;
 use crate::run::progress::LandReport;
 use crate::state::{RunState, SharedIndex, TaskStatus, VerdictKey};
 use crate::store::log::Operation;
@@ -184,6 +184,7 @@ impl Queue {
             let nothing = r.landed.is_empty() && r.failed.is_empty();
             total.landed.extend(r.landed);
             total.failed.extend(r.failed);
+            total.warnings.extend(r.warnings);
             total.gate_runs += r.gate_runs;
             if r.refused.is_some() {
                 total.refused = r.refused;
@@ -234,10 +235,6 @@ impl Queue {
         if entries.is_empty() {
             return Ok(report);
         }
-        if let Some(why) = self.dirty_checkout().await? {
-            report.refused = Some(why);
-            return Ok(report);
-        }
         let mut entries = entries;
         for _round in 0..MAX_ROUNDS {
             self.follow_remote().await?;
@@ -250,6 +247,13 @@ impl Queue {
                 entries.retain(|x| x.label() != e.label());
             }
             if stack.is_empty() {
+                return Ok(report);
+            }
+            // Landing all of it would change files someone edits in a
+            // checkout of the target: refuse before spending a gate run.
+            let top = stack.last().expect("not empty").1;
+            if let Some(why) = self.in_the_way(tip, top).await? {
+                report.refused = Some(why);
                 return Ok(report);
             }
             // Gate the top; on failure, bisect for the largest good prefix.
@@ -286,18 +290,19 @@ impl Queue {
             if good == 0 {
                 return Ok(report);
             }
-            if let Some(why) = self.dirty_checkout().await? {
+            let landed = stack[..good].to_vec();
+            let new = landed.last().expect("good > 0").1;
+            // Again, just before moving: the person may have edited since.
+            if let Some(why) = self.in_the_way(tip, new).await? {
                 report.refused = Some(why);
                 return Ok(report);
             }
-            let landed = stack[..good].to_vec();
-            match self.swap(tip, &landed).await? {
+            match self.swap(tip, &landed, &mut report).await? {
                 Applied::Done => {
-                    let new = landed.last().expect("good > 0").1;
                     report
                         .landed
                         .extend(landed.iter().map(|(e, _, _)| e.label()));
-                    self.after_landing(tip, new, &landed).await;
+                    self.after_landing(&landed).await;
                     return Ok(report);
                 }
                 // The target moved: rebuild on the new tip, gate again.
@@ -324,21 +329,12 @@ impl Queue {
         .await
     }
 
-    /// The first checkout of the target with uncommitted changes, as a
-    /// refusal message.
-    async fn dirty_checkout(&self) -> Result<Option<String>, MergeError> {
+    /// Why moving the target from `old` to `new` would touch files a
+    /// person changed in a checkout of it, as a refusal message.
+    async fn in_the_way(&self, old: Oid, new: Oid) -> Result<Option<String>, MergeError> {
         let target_ref = self.target_ref();
-        let target = self.target.clone();
         blocking(&self.common_dir, move |store| {
-            for path in store.checkouts_of(&target_ref)? {
-                if store.is_dirty(&path)? {
-                    return Ok(Some(format!(
-                        "{target} is checked out at {} with uncommitted changes; landing would have to change files you are editing\nhint: commit or move your changes there, then run `git orch merge` (git-orch never stashes, resets or deletes your files)",
-                        path.display()
-                    )));
-                }
-            }
-            Ok(None)
+            checkout::blocking_paths(store, &target_ref, old, new)
         })
         .await
     }
@@ -613,10 +609,11 @@ impl Queue {
         &self,
         old: Oid,
         landed: &[(Entry, Oid, Vec<Oid>)],
+        report: &mut LandReport,
     ) -> Result<Applied, MergeError> {
         let this = self.clone();
         let landed = landed.to_vec();
-        blocking(&self.common_dir, move |store| {
+        let (applied, problems) = blocking(&self.common_dir, move |store| {
             let new = landed.last().expect("something lands").1;
             let events: Vec<Event> = landed
                 .iter()
@@ -633,6 +630,7 @@ impl Queue {
                 .collect();
             let target_ref = this.target_ref();
             if let Some(remote) = &this.remote {
+                let moves = checkout::begin(store, &target_ref, old, new)?;
                 let published = store.transact_published(
                     |store| {
                         if store.ref_target(&target_ref)? != Some(old) {
@@ -668,11 +666,20 @@ impl Queue {
                             }
                         }
                     },
-                )?;
-                return Ok(if published.is_some() {
-                    Applied::Done
-                } else {
-                    Applied::Conflict
+                );
+                return Ok(match published {
+                    Ok(Some(_)) => {
+                        crate::failpoint::hit("land.moved");
+                        (Applied::Done, checkout::finish(store, &moves))
+                    }
+                    Ok(None) => {
+                        checkout::cancel(store, &moves);
+                        (Applied::Conflict, Vec::new())
+                    }
+                    Err(e) => {
+                        checkout::cancel(store, &moves);
+                        return Err(e);
+                    }
                 });
             }
             // 1. The record first, with the candidate kept reachable: a
@@ -701,8 +708,10 @@ impl Queue {
                 ))
             })?;
             if applied == Applied::Conflict {
-                return Ok(Applied::Conflict);
+                return Ok((Applied::Conflict, Vec::new()));
             }
+            let moves = checkout::begin(store, &target_ref, old, new)?;
+            crate::failpoint::hit("land.recorded");
             // 2. The target, from exactly the tip the candidate was built on.
             let moved = store.apply(&[RefUpdate::set(
                 &target_ref,
@@ -711,6 +720,7 @@ impl Queue {
                 &format!("orch: land run {}", this.run),
             )])?;
             if moved == Applied::Conflict {
+                checkout::cancel(store, &moves);
                 let landings: Vec<crate::state::Landing> = landed
                     .iter()
                     .map(|(e, _, _)| crate::state::Landing {
@@ -731,9 +741,12 @@ impl Queue {
                     "the target moved between recording the landing and moving it",
                 )?;
             }
-            Ok(moved)
+            crate::failpoint::hit("land.moved");
+            Ok((moved, checkout::finish(store, &moves)))
         })
-        .await
+        .await?;
+        report.warnings.extend(problems);
+        Ok(applied)
     }
 
     /// Finishes the last landing on the target if a process died between
@@ -744,6 +757,12 @@ impl Queue {
     async fn recover(&self) -> Result<Option<String>, MergeError> {
         let this = self.clone();
         let refusal = blocking(&self.common_dir, move |store| {
+            // A checkout a dead lander did not move yet comes first: until
+            // it holds the target's files, any change there looks like the
+            // person's.
+            if let Some(problem) = checkout::recover(store)?.into_iter().next() {
+                return Ok(Some(problem));
+            }
             let found = this.state.read(store, |index| {
                 let Some(run) = index.last_landing_run(&this.target) else {
                     return Ok::<_, MergeError>(None);
@@ -775,15 +794,13 @@ impl Queue {
                 return Ok(None); // it happened
             }
             if tip == Some(old) {
-                for path in store.checkouts_of(&target_ref)? {
-                    if store.is_dirty(&path)? {
-                        return Ok(Some(format!(
-                            "{} is checked out at {} with uncommitted changes; an interrupted landing must move it to {new}\nhint: commit or move your changes there, then run `git orch merge` (git-orch never stashes, resets or deletes your files)",
-                            this.target,
-                            path.display()
-                        )));
-                    }
+                if let Some(why) = checkout::blocking_paths(store, &target_ref, old, new)? {
+                    return Ok(Some(format!(
+                        "an interrupted landing must move {} to {new}, but {why}",
+                        this.target
+                    )));
                 }
+                let moves = checkout::begin(store, &target_ref, old, new)?;
                 let done = store.apply(&[RefUpdate::set(
                     &target_ref,
                     new,
@@ -791,9 +808,10 @@ impl Queue {
                     &format!("orch: complete interrupted landing of run {run}"),
                 )])?;
                 if done == Applied::Done {
-                    move_checkouts(store, &target_ref, old, new)?;
-                    return Ok(None);
+                    let problems = checkout::finish(store, &moves);
+                    return Ok(problems.first().cloned());
                 }
+                checkout::cancel(store, &moves);
             }
             void(
                 store,
@@ -807,12 +825,11 @@ impl Queue {
         Ok(refusal)
     }
 
-    /// Fast-forwards clean checkouts of the target and writes the notes.
-    async fn after_landing(&self, old: Oid, new: Oid, landed: &[(Entry, Oid, Vec<Oid>)]) {
+    /// Writes the notes on the landed commits (derived; best effort).
+    async fn after_landing(&self, landed: &[(Entry, Oid, Vec<Oid>)]) {
         let this = self.clone();
         let landed = landed.to_vec();
         let _ = blocking(&self.common_dir, move |store| {
-            move_checkouts(store, &this.target_ref(), old, new)?;
             for (e, tip, _) in &landed {
                 let note = format!(
                     "git-orch landed {}/{}/attempt-{} on {}\nplan: {} revision {} ({})\nstrategy: {}\n",
@@ -857,18 +874,9 @@ fn void(
     Ok(())
 }
 
-/// Fast-forwards clean checkouts of `target_ref` from `old` to `new`: a
-/// two-tree read-tree moves index and files, and refuses rather than
-/// overwrite a change made meanwhile.
-fn move_checkouts(store: &Store, target_ref: &str, old: Oid, new: Oid) -> Result<(), MergeError> {
-    for path in store.checkouts_of(target_ref)? {
-        let _ = Git::new(&path).run(["read-tree", "-m", "-u", &old.to_string(), &new.to_string()]);
-    }
-    Ok(())
-}
-
 /// Moves the target forward from `old` to `new` (compare-and-swap), and its
-/// clean checkouts with it; a dirty checkout refuses.
+/// checkouts with it; refuses when that would touch files someone changed
+/// in a checkout.
 fn advance_target(
     store: &Store,
     target_ref: &str,
@@ -876,16 +884,18 @@ fn advance_target(
     new: Oid,
     why: &str,
 ) -> Result<(), MergeError> {
-    for path in store.checkouts_of(target_ref)? {
-        if store.is_dirty(&path)? {
-            return Err(MergeError::Config(format!(
-                "{target_ref} is checked out at {} with uncommitted changes, so it cannot follow the remote\nhint: commit or move your changes there (git-orch never stashes, resets or deletes your files)",
-                path.display()
-            )));
-        }
+    if let Some(refusal) = checkout::blocking_paths(store, target_ref, old, new)? {
+        return Err(MergeError::Config(format!(
+            "{refusal}\n(the target cannot follow the remote until then)"
+        )));
     }
+    let moves = checkout::begin(store, target_ref, old, new)?;
     if store.apply(&[RefUpdate::set(target_ref, new, Expected::At(old), why)])? == Applied::Done {
-        move_checkouts(store, target_ref, old, new)?;
+        if let Some(problem) = checkout::finish(store, &moves).into_iter().next() {
+            return Err(MergeError::Config(problem));
+        }
+    } else {
+        checkout::cancel(store, &moves);
     }
     Ok(())
 }

@@ -267,6 +267,7 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     .map_err(|e| Prepare::NotMade(e.to_string()))?;
     drop(permit);
     made.map_err(Prepare::NotMade)?;
+    crate::failpoint::hit("attempt.worktree-added");
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();
     let exe = job.exe.clone();
@@ -492,6 +493,7 @@ async fn run_agent(
         .await
         .map_err(|e| e.to_string())?;
     }
+    crate::failpoint::hit("attempt.agent-started");
     let ended = child
         .wait(tokio::time::Instant::now() + timeout, cancel, GRACE)
         .await;
@@ -525,6 +527,7 @@ async fn run_agent(
         tail,
     )
     .await;
+    crate::failpoint::hit("attempt.agent-finished");
     Ok(AgentOutcome { ended, unavailable })
 }
 
@@ -603,6 +606,7 @@ async fn judge(
     })
     .await?;
     drop(permit);
+    crate::failpoint::hit("attempt.result-recorded");
     let tree_hex = tree.to_string();
     let cache = {
         let (tree_hex, state) = (tree_hex.clone(), ctx.state.clone());
@@ -726,6 +730,7 @@ async fn judge(
         append(store, events)
     })
     .await?;
+    crate::failpoint::hit("attempt.finished");
     Ok((outcome, failure))
 }
 

@@ -421,6 +421,9 @@ impl<'p> Driver<'p> {
         for (attempt, reason) in report.failed {
             (self.progress)(Progress::LandingFailed { attempt, reason });
         }
+        for why in report.warnings {
+            (self.progress)(Progress::Warning(why));
+        }
         if let Some(why) = report.refused {
             (self.progress)(Progress::Stopping(
                 why.lines().next().unwrap_or_default().to_owned(),

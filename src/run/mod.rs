@@ -11,18 +11,20 @@
 pub mod attempt;
 pub mod control;
 pub mod driver;
+pub mod follow;
 pub mod progress;
 pub mod prompt;
 pub mod schedule;
 pub mod workspace;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::approval::{self, Verdict as ApprovalVerdict};
 use crate::config::Settings;
 use crate::event::{Event, RunSettings, RunSummary};
-use crate::ids::{PlanId, RunId};
+use crate::ids::{PlanId, RunId, TaskId};
 use crate::plan::Plan;
 use crate::plan::revisions::{self, PlanRevision};
 use crate::state::{RunState, StateIndex, TaskStatus};
@@ -38,6 +40,12 @@ pub struct RunOptions {
     pub timeout: Option<Duration>,
     pub budget: Option<f64>,
     pub dry_run: bool,
+    /// Record the run for workers and dispatch nothing here.
+    pub start_only: bool,
+    /// Run these tasks again even if an earlier run landed them.
+    pub redo: Vec<TaskId>,
+    /// Run every task again: carry nothing over from earlier runs.
+    pub new: bool,
 }
 
 /// Why a run cannot start or go on.
@@ -46,9 +54,15 @@ pub enum RunError {
     #[error("{0}")]
     NotApproved(String),
     #[error(
-        "the working tree {path} has uncommitted changes; a run starts from the tip of {target} and must not silently depend on them\nhint: commit them first, or pass --base <commit> to base the run on a commit explicitly (git-orch never stashes or resets your files)"
+        "the working tree {path} has uncommitted changes a run would not see: {}\nhint: a run starts from the tip of {target}; commit them first, or pass --base <commit> to base the run on a commit explicitly (git-orch never stashes or resets your files)",
+        paths.join(", ")
     )]
-    Dirty { path: PathBuf, target: String },
+    Dirty {
+        path: PathBuf,
+        target: String,
+        /// The changed tracked files, and untracked files a subtask owns.
+        paths: Vec<String>,
+    },
     #[error("the target branch {0} does not exist\nhint: create it, or pass --target <branch>")]
     NoTarget(String),
     #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
@@ -61,6 +75,16 @@ pub enum RunError {
         "the worktree root {root} is inside the working tree {workdir}; nested worktrees confuse build tools\nhint: set orch.worktreeRoot to a folder outside the repository"
     )]
     NestedRoot { root: PathBuf, workdir: PathBuf },
+    #[error(
+        "run {run} is worked by workers (it was started with --start-only), not driven by `git orch run`\nhint: watch it with `git orch status {run} --watch`, or work it here with `git orch worker`"
+    )]
+    WorkersRun { run: RunId },
+    #[error(
+        "run {run} of this plan was started by another clone (writer {writer}) and is not finished\nhint: watch it with `git orch status {run} --watch` after `git orch sync`, or help with `git orch worker`"
+    )]
+    StartedElsewhere { run: RunId, writer: String },
+    #[error("plan {plan} has no task {task}\nhint: `git orch plan show {plan}` lists its tasks")]
+    UnknownTask { plan: PlanId, task: TaskId },
     #[error("{0}")]
     Config(String),
     /// git-orch itself failed (a bug, or the machine): not the user's input.
@@ -109,6 +133,8 @@ pub struct RunContext {
     /// Told the step each attempt is on, for live progress; `None`: no one
     /// listens.
     pub on_step: Option<StepObserver>,
+    /// What the person starting the run should be told first.
+    pub warnings: Vec<String>,
 }
 
 /// Receives [`progress::Progress::Step`] from any attempt's task, as it
@@ -134,6 +160,9 @@ pub enum Prepared {
     Resumed(RunContext),
     /// `--dry-run`: what would happen, nothing written.
     DryRun(DryRun),
+    /// The plan's last run landed every task of this revision: nothing to
+    /// run (the run is given for its summary).
+    NothingToDo(Box<RunState>),
 }
 
 /// The plan a dry run shows.
@@ -207,7 +236,16 @@ pub fn driver_lock_path(store: &Store, run: &RunId) -> PathBuf {
 }
 
 /// Checks the approval and settles everything a run needs; starts a new
-/// run or picks up the unfinished one.
+/// run, picks up the unfinished one, or finds there is nothing to do.
+///
+/// Starting is atomic: the check for an unfinished run and the
+/// `run_started` record happen under the plan's lock
+/// (`.git/orch/runs/plan-<plan>.lock`), so of two `git orch run` of one
+/// plan in one clone exactly one starts the run and the other finds it to
+/// resume (and then drives it or follows the one that does). With a
+/// sharing remote (`orch.remote`), a new run is also claimed there by a
+/// non-forced push of `refs/orch/starts/<plan>`: of two clones starting
+/// the plan at once, one wins and the other is told whose run it is.
 pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Prepared, RunError> {
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?
@@ -220,45 +258,40 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         )));
     };
     let revision = *current;
-    let mut index = StateIndex::open(store)?;
-    let previous = unfinished(&mut index, plan_id)?;
+    let _plan_lock = if opts.dry_run {
+        None
+    } else {
+        Some(crate::store::lock::acquire(
+            &store
+                .orch_dir()
+                .join("runs")
+                .join(format!("plan-{plan_id}.lock")),
+            &format!("starting a run of plan {plan_id}"),
+            Duration::from_secs(120),
+        )?)
+    };
+    let remote = if opts.dry_run {
+        None
+    } else {
+        sharing_remote(store)?
+    };
+    if let Some(remote) = &remote {
+        // See other clones' runs of this plan before deciding.
+        store.sync(remote)?;
+    }
+    let state = crate::state::SharedIndex::open(store)?;
+    let previous = state.read(store, |index| unfinished(index, plan_id))?;
     if let Some(prev) = &previous
         && prev.plan_hash != revision.hash
+        && !opts.dry_run
     {
-        // An unfinished run of an older revision: close it so it is never
-        // resumed against a plan nobody approved any more.
-        if let Err(holder) =
-            crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
-        {
-            return Err(RunError::Busy {
-                run: prev.id.clone(),
-                holder,
-            });
-        }
-        store.append(vec![Event::RunFinished {
-            run_id: prev.id.clone(),
-            summary: summarize(prev, &revision.plan),
-        }])?;
+        supersede(store, prev, &revision)?;
     }
     let resume = previous.filter(|p| p.plan_hash == revision.hash);
-    let target = match (&resume, &opts.target) {
-        (Some(r), _) => r.target.clone(),
-        (None, Some(t)) => t.clone(),
-        (None, None) => match &revision.plan.target {
-            Some(t) => t.clone(),
-            None => match store.config_get("orch.target")? {
-                Some(t) => t,
-                None => store
-                    .workdir()
-                    .map(|w| store.checked_out_branch(w))
-                    .transpose()?
-                    .flatten()
-                    .and_then(|b| b.strip_prefix("refs/heads/").map(str::to_owned))
-                    .unwrap_or_else(|| "main".into()),
-            },
-        },
-    };
-    crate::plan::format::check_branch_name(&target).map_err(RunError::Config)?;
+    if let Some(r) = &resume {
+        refuse_foreign(store, r)?;
+    }
+    let target = choose_target(store, resume.as_ref(), opts, &revision)?;
     let target_tip = store.ref_target(&format!("refs/heads/{target}"))?;
     let base = match (&resume, &opts.base) {
         (Some(r), _) => store.parse_oid(&r.base)?,
@@ -267,18 +300,16 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             .ok_or_else(|| RunError::BadBase(b.clone()))?,
         (None, None) => {
             let tip = target_tip.ok_or_else(|| RunError::NoTarget(target.clone()))?;
-            if let Some(w) = store.workdir()
-                && store.is_dirty(w)?
-            {
-                return Err(RunError::Dirty {
-                    path: w.to_owned(),
-                    target,
-                });
-            }
+            refuse_dirty(store, &revision.plan, &target)?;
             tip
         }
     };
     let settings = settings_at(store, base)?;
+    let warnings = if opts.dry_run || resume.is_some() {
+        Vec::new()
+    } else {
+        config_warnings(store, base)?
+    };
     let worktree_root = worktree_root(store, &settings);
     if let Some(w) = store.workdir() {
         let w = w.canonicalize().unwrap_or_else(|_| w.to_owned());
@@ -314,14 +345,24 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             breaker_failures: settings.breaker.consecutive_failures,
             breaker_retries: settings.breaker.total_retries,
             breaker_empty: settings.breaker.consecutive_empty,
+            workers: opts.start_only,
         },
+    };
+    let carried = match &resume {
+        Some(_) => BTreeMap::new(),
+        None => state.read(store, |index| {
+            carried_tasks(store, index, &revision, &target, opts)
+        })?,
     };
     let budget = opts.budget.or(run_settings.budget_usd);
     if opts.dry_run {
-        let tasks = match &resume {
+        let mut tasks = match &resume {
             Some(r) => r.clone(),
             None => empty_run(&revision, &target, base, &run_settings),
         };
+        for (task, c) in &carried {
+            tasks.tasks.entry(task.clone()).or_default().carried = Some(c.clone());
+        }
         let ready = schedule::ready_tasks(&tasks, &revision.plan);
         return Ok(Prepared::DryRun(DryRun {
             run: resume.as_ref().map(|r| r.id.clone()),
@@ -346,11 +387,32 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             settings: run_settings,
         }));
     }
+    if resume.is_none()
+        && revision
+            .plan
+            .subtasks
+            .iter()
+            .all(|s| carried.contains_key(&s.id))
+    {
+        let last = state
+            .read(store, |index| {
+                let last = index.last_finished_of_plan(plan_id)?;
+                match last {
+                    Some(b) => Ok::<_, RunError>(index.run(&b.id)?.cloned()),
+                    None => Ok(None),
+                }
+            })?
+            .ok_or_else(|| {
+                RunError::Internal("every task is carried but no run landed them".into())
+            })?;
+        return Ok(Prepared::NothingToDo(Box::new(last)));
+    }
     let run_id = resume
         .as_ref()
         .map_or_else(|| new_run_id(plan_id), |r| r.id.clone());
-    let ctx = build_context(
+    let mut ctx = build_context(
         store,
+        state,
         run_id,
         revision,
         settings,
@@ -359,10 +421,11 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         base,
         budget,
     )?;
+    ctx.warnings = warnings;
     if resume.is_some() {
         return Ok(Prepared::Resumed(ctx));
     }
-    store.append(vec![Event::RunStarted {
+    let started = Event::RunStarted {
         run_id: ctx.run.clone(),
         plan_id: plan_id.clone(),
         revision: ctx.revision.revision,
@@ -371,8 +434,279 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         target: ctx.target.clone(),
         base: base.to_string(),
         settings: ctx.run_settings.clone(),
-    }])?;
+        carried,
+    };
+    match &remote {
+        Some(remote) => start_shared(store, remote, plan_id, &ctx.run, started)?,
+        None => {
+            store.append(vec![started])?;
+        }
+    }
     Ok(Prepared::Started(ctx))
+}
+
+/// The remote this clone shares state through, if `init --remote` set one.
+fn sharing_remote(store: &Store) -> Result<Option<String>, StoreError> {
+    match store.config_get("orch.remote")? {
+        Some(r) if store.config_get(&format!("remote.{r}.url"))?.is_some() => Ok(Some(r)),
+        _ => Ok(None),
+    }
+}
+
+/// Closes an unfinished run of an older revision, so it is never resumed
+/// against a plan nobody approved any more.
+fn supersede(store: &Store, prev: &RunState, revision: &PlanRevision) -> Result<(), RunError> {
+    if let Err(holder) =
+        crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
+    {
+        return Err(RunError::Busy {
+            run: prev.id.clone(),
+            holder,
+        });
+    }
+    store.append(vec![Event::RunFinished {
+        run_id: prev.id.clone(),
+        summary: summarize(prev, &revision.plan),
+    }])?;
+    Ok(())
+}
+
+/// Refuses to drive a run that is not this clone's to drive: one worked by
+/// workers, or one another clone started.
+fn refuse_foreign(store: &Store, run: &RunState) -> Result<(), RunError> {
+    if run.settings.workers {
+        return Err(RunError::WorkersRun {
+            run: run.id.clone(),
+        });
+    }
+    let me = store.writer_id()?;
+    let starter = run.drivers.first().map(|d| d.writer.clone());
+    if starter.is_some() && starter != me {
+        return Err(RunError::StartedElsewhere {
+            run: run.id.clone(),
+            writer: starter.map(|w| w.to_string()).unwrap_or_default(),
+        });
+    }
+    Ok(())
+}
+
+/// The branch results land on: the resumed run's, `--target`, the plan's,
+/// `orch.target`, else the checked-out branch (else `main`).
+fn choose_target(
+    store: &Store,
+    resume: Option<&RunState>,
+    opts: &RunOptions,
+    revision: &PlanRevision,
+) -> Result<String, RunError> {
+    let target = match (resume, &opts.target) {
+        (Some(r), _) => r.target.clone(),
+        (None, Some(t)) => t.clone(),
+        (None, None) => match &revision.plan.target {
+            Some(t) => t.clone(),
+            None => match store.config_get("orch.target")? {
+                Some(t) => t,
+                None => store
+                    .workdir()
+                    .map(|w| store.checked_out_branch(w))
+                    .transpose()?
+                    .flatten()
+                    .and_then(|b| b.strip_prefix("refs/heads/").map(str::to_owned))
+                    .unwrap_or_else(|| "main".into()),
+            },
+        },
+    };
+    crate::plan::format::check_branch_name(&target).map_err(RunError::Config)?;
+    Ok(target)
+}
+
+/// Refuses to start from the tip of a checkout whose tracked files have
+/// uncommitted changes (the run would silently not see them), or that
+/// holds untracked files a subtask owns (its landing would meet them).
+/// Untracked files no subtask owns are the person's business.
+fn refuse_dirty(store: &Store, plan: &Plan, target: &str) -> Result<(), RunError> {
+    let Some(w) = store.workdir() else {
+        return Ok(());
+    };
+    let owned: Vec<globset::GlobMatcher> = plan
+        .subtasks
+        .iter()
+        .flat_map(|s| s.owned_globs.iter())
+        .map(|g| crate::plan::glob::matcher(g))
+        .collect();
+    let paths: Vec<String> = store
+        .dirty_paths(w)?
+        .into_iter()
+        .filter(|(p, untracked)| !untracked || owned.iter().any(|m| m.is_match(p)))
+        .map(|(p, untracked)| {
+            if untracked {
+                format!("{p} (untracked)")
+            } else {
+                p
+            }
+        })
+        .collect();
+    if paths.is_empty() {
+        return Ok(());
+    }
+    Err(RunError::Dirty {
+        path: w.to_owned(),
+        target: target.to_owned(),
+        paths,
+    })
+}
+
+/// What a person should know before the run starts: project settings
+/// edited but not committed are not what the run reads.
+fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
+    let Some(w) = store.workdir() else {
+        return Ok(Vec::new());
+    };
+    Ok(store
+        .dirty_paths(w)?
+        .into_iter()
+        .filter(|(p, _)| p == ".orch/config" || p.starts_with(".orch/"))
+        .map(|(p, _)| {
+            format!(
+                "{p} has uncommitted changes; this run reads the committed one at {}",
+                &base.to_string()[..12]
+            )
+        })
+        .collect())
+}
+
+/// The tasks of `revision` that the plan's last finished run on `target`
+/// already landed (or carried), with an identical subtask definition;
+/// `--new` carries none, `--redo` leaves the named ones out.
+fn carried_tasks(
+    store: &Store,
+    index: &mut StateIndex,
+    revision: &PlanRevision,
+    target: &str,
+    opts: &RunOptions,
+) -> Result<BTreeMap<TaskId, crate::event::Carried>, RunError> {
+    for t in &opts.redo {
+        if revision.plan.subtask(t.as_str()).is_none() {
+            return Err(RunError::UnknownTask {
+                plan: revision.plan.id.clone(),
+                task: t.clone(),
+            });
+        }
+    }
+    if opts.new {
+        return Ok(BTreeMap::new());
+    }
+    let Some(last) = index.last_finished_of_plan(&revision.plan.id)? else {
+        return Ok(BTreeMap::new());
+    };
+    let Some(run) = index.run(&last.id)?.cloned() else {
+        return Ok(BTreeMap::new());
+    };
+    if run.target != target {
+        return Ok(BTreeMap::new());
+    }
+    let before = if run.plan_hash == revision.hash {
+        revision.plan.clone()
+    } else {
+        plan_of(store, &run)?.plan
+    };
+    let mut out = BTreeMap::new();
+    for sub in &revision.plan.subtasks {
+        if opts.redo.contains(&sub.id) {
+            continue;
+        }
+        let Some(old) = before.subtask(sub.id.as_str()) else {
+            continue;
+        };
+        if fingerprint(old) != fingerprint(sub) {
+            continue;
+        }
+        let Some(t) = run.tasks.get(&sub.id) else {
+            continue;
+        };
+        let carried = match (
+            &t.carried,
+            t.attempts.iter().rev().find(|a| a.landed.is_some()),
+        ) {
+            (_, Some(a)) => crate::event::Carried {
+                run: run.id.clone(),
+                attempt: a.n,
+            },
+            (Some(c), None) if t.attempts.is_empty() => c.clone(),
+            _ => continue,
+        };
+        out.insert(sub.id.clone(), carried);
+    }
+    Ok(out)
+}
+
+/// What identifies a subtask's definition across plan revisions.
+fn fingerprint(sub: &crate::plan::Subtask) -> blake3::Hash {
+    blake3::hash(&serde_json::to_vec(sub).expect("subtasks serialise"))
+}
+
+/// Starts a run shared through `remote`: claims the plan's start there
+/// (`refs/orch/starts/<plan>`, a commit naming the run, pushed without
+/// force on top of the previous start) together with the log, in one
+/// atomic push. Losing the race means another clone started the plan.
+fn start_shared(
+    store: &Store,
+    remote: &str,
+    plan: &PlanId,
+    run: &RunId,
+    started: Event,
+) -> Result<(), RunError> {
+    let name = format!("refs/orch/starts/{plan}");
+    let published = store.transact_published(
+        |store| {
+            let previous = store.tracked(remote, &name)?;
+            let commit = store.write_run_start(plan.as_str(), run.as_str(), previous)?;
+            Ok::<_, RunError>((
+                crate::store::log::Operation {
+                    events: vec![started.clone()],
+                    refs: vec![crate::store::refs::RefUpdate::set(
+                        &name,
+                        commit,
+                        crate::store::refs::Expected::from_read(store.ref_target(&name)?),
+                        &format!("orch: start {run}"),
+                    )],
+                },
+                (),
+            ))
+        },
+        |store, updates| {
+            let pushes: Vec<(crate::store::Oid, String)> = updates
+                .iter()
+                .filter_map(|u| u.new.map(|n| (n, u.name.clone())))
+                .collect();
+            match store.push_atomic(remote, &pushes)? {
+                crate::store::remote::Pushed::Accepted => Ok(true),
+                pushed if pushed.lost_race() => Ok(false),
+                crate::store::remote::Pushed::Rejected(why) => Err(RunError::Config(format!(
+                    "{remote} refused the start of run {run}: {why}"
+                ))),
+            }
+        },
+    )?;
+    if published.is_none() {
+        // Someone else's start landed first: say whose.
+        store.sync(remote)?;
+        let mut index = StateIndex::open(store)?;
+        let other = unfinished(&mut index, plan)?;
+        return Err(match other {
+            Some(r) => RunError::StartedElsewhere {
+                run: r.id.clone(),
+                writer: r
+                    .drivers
+                    .first()
+                    .map(|d| d.writer.to_string())
+                    .unwrap_or_default(),
+            },
+            None => RunError::Config(format!(
+                "another clone started plan {plan} at the same moment\nhint: `git orch sync`, then `git orch status` shows its run"
+            )),
+        });
+    }
+    Ok(())
 }
 
 /// The project settings (`.orch/config`) at a run's base commit.
@@ -399,6 +733,7 @@ fn worktree_root(store: &Store, settings: &Settings) -> PathBuf {
 #[allow(clippy::too_many_arguments)]
 fn build_context(
     store: &Store,
+    state: crate::state::SharedIndex,
     run: RunId,
     revision: PlanRevision,
     settings: Settings,
@@ -418,7 +753,7 @@ fn build_context(
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     Ok(RunContext {
         heavy: std::sync::Arc::new(tokio::sync::Semaphore::new(cores.clamp(1, 4))),
-        state: crate::state::SharedIndex::open(store)?,
+        state,
         serial,
         common_dir: store.common_dir().to_owned(),
         run,
@@ -431,6 +766,7 @@ fn build_context(
         base,
         budget,
         on_step: None,
+        warnings: Vec::new(),
     })
 }
 
@@ -459,6 +795,7 @@ pub fn context_for(store: &Store, run: &RunState) -> Result<RunContext, RunError
     run_settings.cap = run_settings.cap.max(1);
     build_context(
         store,
+        crate::state::SharedIndex::open(store)?,
         run.id.clone(),
         revision,
         settings,

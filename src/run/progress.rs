@@ -33,6 +33,8 @@ pub enum Progress {
         step: String,
     },
     Stopping(String),
+    /// Something a person must see and may have to fix; the run goes on.
+    Warning(String),
     Landed(String),
     LandingFailed {
         attempt: String,
@@ -49,6 +51,9 @@ pub struct LandReport {
     pub failed: Vec<(String, String)>,
     /// Set when the landing was refused (a dirty checkout of the target).
     pub refused: Option<String>,
+    /// What went wrong after the target moved (a checkout that could not
+    /// follow), with the command that fixes it.
+    pub warnings: Vec<String>,
     /// Integration gate commands that actually ran.
     pub gate_runs: usize,
 }

@@ -187,6 +187,8 @@ pub struct TaskState {
     /// Failed attempts numbered at or below this do not count against the
     /// budget (a `retry` resets it).
     pub budget_reset_after: u32,
+    /// Landed by an earlier run of the plan: done here without an attempt.
+    pub carried: Option<crate::event::Carried>,
 }
 
 /// Where a task stands.
@@ -253,7 +255,11 @@ impl TaskState {
             _ => {}
         }
         let Some(last) = self.attempts.last() else {
-            return TaskStatus::Pending;
+            return if self.carried.is_some() {
+                TaskStatus::Done
+            } else {
+                TaskStatus::Pending
+            };
         };
         if last.is_open() {
             return TaskStatus::Running;
@@ -430,6 +436,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             target,
             base,
             settings,
+            carried,
         } => {
             runs.entry(run_id.clone()).or_insert_with(|| RunState {
                 id: run_id.clone(),
@@ -449,7 +456,18 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 }],
                 stopped: None,
                 finished: None,
-                tasks: BTreeMap::new(),
+                tasks: carried
+                    .iter()
+                    .map(|(task, c)| {
+                        (
+                            task.clone(),
+                            TaskState {
+                                carried: Some(c.clone()),
+                                ..Default::default()
+                            },
+                        )
+                    })
+                    .collect(),
                 claims: BTreeMap::new(),
                 landings: Vec::new(),
                 integration: Vec::new(),
@@ -900,7 +918,9 @@ mod tests {
                 breaker_failures: 5,
                 breaker_retries: 20,
                 breaker_empty: 3,
+                workers: false,
             },
+            carried: Default::default(),
         }
     }
 

@@ -303,6 +303,7 @@ impl Store {
                 updates.push(update);
                 updates.extend(op.refs);
                 guard.intend(updates.iter().map(|u| u.name.as_str()));
+                crate::failpoint::hit("append.objects-written");
                 if self.apply(&updates)? == Applied::Done {
                     drop(guard);
                     self.maintain_if_due(&records);

@@ -43,6 +43,21 @@ pub struct Claim {
     pub claimed_ms: i64,
 }
 
+/// Where run starts are claimed: `refs/orch/starts/<plan>`.
+pub const STARTS_PREFIX: &str = "refs/orch/starts/";
+
+/// The content of a run-start commit (`start.json`): which run of a plan
+/// a clone started. Each start's commit has the previous one as parent,
+/// so two clones starting one plan at once race on a non-forced push.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunStart {
+    pub version: u32,
+    pub plan: String,
+    pub run: String,
+    pub writer: String,
+}
+
 /// What a push that must not be forced came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pushed {
@@ -112,6 +127,35 @@ impl Store {
             claim.run, claim.what, claim.attempt, claim.host, claim.writer
         );
         self.write_commit(&message, tree, &previous.into_iter().collect::<Vec<_>>())
+    }
+
+    /// Writes the commit that claims the start of `run` of `plan` on top of
+    /// `previous` (the value read from the remote), without moving any ref.
+    pub fn write_run_start(&self, plan: &str, run: &str, previous: Option<Oid>) -> Result<Oid> {
+        let start = RunStart {
+            version: 1,
+            plan: plan.to_owned(),
+            run: run.to_owned(),
+            writer: self.writer()?.to_string(),
+        };
+        let bytes = serde_json::to_vec_pretty(&start).expect("starts serialise");
+        let blob = self.write_blob(&bytes)?;
+        let tree = self.write_tree(&[("start.json", blob)])?;
+        let message = format!(
+            "start {run} of plan {plan}\n\nOrch-Writer: {}\n",
+            start.writer
+        );
+        self.write_commit(&message, tree, &previous.into_iter().collect::<Vec<_>>())
+    }
+
+    /// Reads a run-start commit (`refs/orch/starts/<plan>`).
+    pub fn read_run_start(&self, commit: Oid) -> Result<RunStart> {
+        let bytes = self
+            .file_at(commit, "start.json")?
+            .ok_or_else(|| StoreError::Corrupt(format!("run start {commit} has no start.json")))?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            StoreError::Corrupt(format!("run start {commit}: malformed start.json: {e}"))
+        })
     }
 
     /// Pushes `updates` (commit, full ref name) to `remote` in one atomic,

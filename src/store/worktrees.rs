@@ -122,27 +122,72 @@ impl Store {
     /// Every working tree (main or linked) that has `branch` (a full ref
     /// name) checked out.
     pub fn checkouts_of(&self, branch: &str) -> Result<Vec<PathBuf>> {
-        let text = self.git().run(["worktree", "list", "--porcelain"])?;
+        Ok(self
+            .worktree_records()
+            .into_iter()
+            .map(|(_, w)| w)
+            .filter(|w| w.branch.as_deref() == Some(branch) && !w.prunable)
+            .map(|w| w.path)
+            .collect())
+    }
+
+    /// git's records of working trees, read from `.git/worktrees/*/`
+    /// directly rather than through `git worktree list`, which fails on a
+    /// record another process is writing this instant: such a half-made
+    /// record (no `gitdir` yet) is skipped, never an error. The main
+    /// worktree comes first, marked `true`.
+    fn worktree_records(&self) -> Vec<(bool, LinkedWorktree)> {
+        let head_of = |git_dir: &Path| -> Option<String> {
+            let head = std::fs::read_to_string(git_dir.join("HEAD")).ok()?;
+            head.trim().strip_prefix("ref: ").map(str::to_owned)
+        };
         let mut out = Vec::new();
-        for block in text.split("\n\n") {
-            let mut path = None;
-            let mut on = false;
-            for line in block.lines() {
-                if let Some(p) = line.strip_prefix("worktree ") {
-                    path = Some(PathBuf::from(p));
-                } else if line.strip_prefix("branch ") == Some(branch) {
-                    on = true;
-                }
-            }
-            if let (Some(p), true) = (path, on) {
-                out.push(p);
-            }
+        let common = self.common_dir();
+        let bare = self
+            .config_get("core.bare")
+            .ok()
+            .flatten()
+            .is_some_and(|v| v == "true");
+        if !bare
+            && common.file_name().is_some_and(|n| n == ".git")
+            && let Some(main) = common.parent()
+        {
+            out.push((
+                true,
+                LinkedWorktree {
+                    path: main.to_owned(),
+                    branch: head_of(common),
+                    prunable: false,
+                },
+            ));
         }
-        Ok(out)
+        let Ok(entries) = std::fs::read_dir(common.join("worktrees")) else {
+            return out;
+        };
+        let mut linked: Vec<LinkedWorktree> = entries
+            .flatten()
+            .filter_map(|e| {
+                let gitdir = std::fs::read_to_string(e.path().join("gitdir")).ok()?;
+                let gitdir = PathBuf::from(gitdir.trim());
+                if gitdir.as_os_str().is_empty() {
+                    return None;
+                }
+                let path = gitdir.parent()?.to_owned();
+                Some(LinkedWorktree {
+                    prunable: !gitdir.exists(),
+                    branch: head_of(&e.path()),
+                    path,
+                })
+            })
+            .collect();
+        linked.sort_by(|a, b| a.path.cmp(&b.path));
+        out.extend(linked.into_iter().map(|w| (false, w)));
+        out
     }
 
     /// Removes the linked worktree at `path`; dirty ones only with `force`.
     pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
+        let _one_at_a_time = self.lock(WORKTREES_LOCK, "removing a worktree")?;
         let mut args = vec!["worktree", "remove"];
         if force {
             args.push("--force");
@@ -164,37 +209,41 @@ impl Store {
 
     /// Every linked worktree git knows of (not the main one).
     pub fn linked_worktrees(&self) -> Result<Vec<LinkedWorktree>> {
-        let text = self.git().run(["worktree", "list", "--porcelain"])?;
-        let mut out = Vec::new();
-        for (i, block) in text.split("\n\n").enumerate() {
-            let mut path = None;
-            let mut branch = None;
-            let mut prunable = false;
-            let mut bare = false;
-            for line in block.lines() {
-                if let Some(p) = line.strip_prefix("worktree ") {
-                    path = Some(PathBuf::from(p));
-                } else if let Some(b) = line.strip_prefix("branch ") {
-                    branch = Some(b.to_owned());
-                } else if line.starts_with("prunable") {
-                    prunable = true;
-                } else if line == "bare" {
-                    bare = true;
-                }
-            }
-            // The first entry is the main worktree (or the bare repository).
-            if i == 0 || bare {
-                continue;
-            }
-            if let Some(path) = path {
-                out.push(LinkedWorktree {
-                    path,
-                    branch,
-                    prunable,
-                });
-            }
+        Ok(self
+            .worktree_records()
+            .into_iter()
+            .filter(|(main, _)| !main)
+            .map(|(_, w)| w)
+            .collect())
+    }
+
+    /// The paths of the working tree at `dir` that differ from its HEAD:
+    /// modified, staged, deleted, and untracked (not ignored) files, with
+    /// whether each is untracked.
+    pub fn dirty_paths(&self, dir: &Path) -> Result<Vec<(String, bool)>> {
+        let out = crate::process::Git::new(dir).output([
+            "status",
+            "--porcelain=v1",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ])?;
+        if !out.status.success() {
+            return Err(StoreError::Process(crate::process::ProcessError::Failed {
+                command: format!("git status in {}", dir.display()),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            }));
         }
-        Ok(out)
+        Ok(out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|e| e.len() > 3)
+            .map(|e| {
+                let untracked = e.starts_with(b"??");
+                (String::from_utf8_lossy(&e[3..]).into_owned(), untracked)
+            })
+            .collect())
     }
 
     /// Whether the working tree at `dir` has uncommitted changes or

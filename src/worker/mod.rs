@@ -693,6 +693,12 @@ impl Worker {
                         progress: Progress::LandingFailed { attempt, reason },
                     });
                 }
+                for why in r.warnings {
+                    report(Report::Run {
+                        run: run_s.clone(),
+                        progress: Progress::Warning(why),
+                    });
+                }
                 if let Some(why) = r.refused {
                     report(Report::Skipped {
                         run: run_s,

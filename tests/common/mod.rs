@@ -347,6 +347,23 @@ impl Project {
     }
 }
 
+/// Puts an untracked file at `src/<task>/done` in the checkout of the
+/// target for every task folder of the tests' projects, the paths their
+/// landings add: every landing is refused (exit 3) until
+/// [`unblock_landings`]. (Unrelated untracked files never block one.)
+pub fn block_landings(repo: &Path) {
+    for dir in std::fs::read_dir(repo.join("src")).expect("src").flatten() {
+        std::fs::write(dir.path().join("done"), "mine").expect("untracked file");
+    }
+}
+
+/// Removes what [`block_landings`] put in the way.
+pub fn unblock_landings(repo: &Path) {
+    for dir in std::fs::read_dir(repo.join("src")).expect("src").flatten() {
+        std::fs::remove_file(dir.path().join("done")).expect("rm");
+    }
+}
+
 /// `git orch status --json` of the newest run.
 pub fn status_json(sb: &Sandbox, repo: &Path) -> serde_json::Value {
     serde_json::from_str(sb.orch_ok(repo, &["status", "--json"]).trim()).expect("status json")
