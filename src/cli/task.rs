@@ -27,8 +27,39 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let task = TaskId::new(&args.task).map_err(|e| CommandError::error(e.to_string()))?;
     let mut index = crate::state::StateIndex::open(&store)?;
-    let r = run::pick_run(&mut index, args.run.as_deref())
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let r = match &args.run {
+        Some(id) => {
+            run::pick_run(&mut index, Some(id)).map_err(|e| CommandError::error(e.to_string()))?
+        }
+        None => {
+            let reopen = action == Control::Retry;
+            let mut holding = run::control::runs_holding(&store, &mut index, &task, reopen)
+                .map_err(|e| CommandError::error(e.to_string()))?;
+            match holding.len() {
+                0 => {
+                    return Err(CommandError::error(format!(
+                        "no {}run has a task {task}\nhint: `git orch status` lists the newest run's tasks; name the run with --run <run>",
+                        if reopen { "" } else { "unfinished " }
+                    )));
+                }
+                1 => holding.remove(0),
+                _ => {
+                    let list: Vec<String> = holding
+                        .iter()
+                        .map(|r| format!("  git orch {} {task} --run {}", action.as_str(), r.id))
+                        .collect();
+                    return Err(CommandError::with_code(
+                        exit::USAGE,
+                        format!(
+                            "{} runs have a task {task}; say which:\n{}",
+                            holding.len(),
+                            list.join("\n")
+                        ),
+                    ));
+                }
+            }
+        }
+    };
     let by = store
         .config_get("user.name")?
         .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
@@ -40,6 +71,9 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
         r.id,
         match action {
             Control::Retry => format!(" Resume with `git orch run {}`.", r.plan_id),
+            Control::Skip | Control::Cancel if r.finished.is_none() => {
+                " The run's driver acts on it within a second.".to_owned()
+            }
             _ => String::new(),
         }
     ));

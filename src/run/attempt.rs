@@ -73,6 +73,21 @@ async fn blocking<T: Send + 'static>(
     .expect("attempt steps do not panic")
 }
 
+/// Reaches the failpoint `name` (see [`crate::failpoint`]) on a blocking
+/// thread, so a failpoint that waits holds this attempt, not the driver's
+/// whole runtime; one that panics panics this attempt's task.
+/// (Release builds have no failpoints: nothing is spawned.)
+async fn failpoint(name: &'static str) {
+    #[cfg(debug_assertions)]
+    if let Err(e) = tokio::task::spawn_blocking(move || crate::failpoint::hit(name)).await
+        && e.is_panic()
+    {
+        std::panic::resume_unwind(e.into_panic());
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = name;
+}
+
 fn append(store: &Store, events: Vec<Event>) -> Result<(), RunError> {
     store.append(events)?;
     Ok(())
@@ -246,7 +261,7 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     .await
     .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
     // Recorded and branched: a panic from here on is the driver's to record.
-    crate::failpoint::hit("attempt.created");
+    failpoint("attempt.created").await;
     let c = ctx.clone();
     let p = paths.clone();
     let task = job.task.clone();
@@ -267,7 +282,7 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     .map_err(|e| Prepare::NotMade(e.to_string()))?;
     drop(permit);
     made.map_err(Prepare::NotMade)?;
-    crate::failpoint::hit("attempt.worktree-added");
+    failpoint("attempt.worktree-added").await;
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();
     let exe = job.exe.clone();
@@ -493,7 +508,7 @@ async fn run_agent(
         .await
         .map_err(|e| e.to_string())?;
     }
-    crate::failpoint::hit("attempt.agent-started");
+    failpoint("attempt.agent-started").await;
     let ended = child
         .wait(tokio::time::Instant::now() + timeout, cancel, GRACE)
         .await;
@@ -527,7 +542,7 @@ async fn run_agent(
         tail,
     )
     .await;
-    crate::failpoint::hit("attempt.agent-finished");
+    failpoint("attempt.agent-finished").await;
     Ok(AgentOutcome { ended, unavailable })
 }
 
@@ -606,7 +621,7 @@ async fn judge(
     })
     .await?;
     drop(permit);
-    crate::failpoint::hit("attempt.result-recorded");
+    failpoint("attempt.result-recorded").await;
     let tree_hex = tree.to_string();
     let cache = {
         let (tree_hex, state) = (tree_hex.clone(), ctx.state.clone());
@@ -652,6 +667,39 @@ async fn judge(
         }),
     };
     let stack = gate::evaluate(&subject, &job.gates, &lookup, cancel).await?;
+    if *cancel.borrow() {
+        // Gates stopped half way judge nothing: the attempt did not pass.
+        // Its verdicts so far are kept; it is judged again when resumed.
+        let f = Failure {
+            class: FailureClass::Interrupted,
+            reason: "stopped while its gates ran: the run was interrupted".into(),
+        };
+        let c = ctx.clone();
+        let (task, n) = (job.task.id.clone(), job.n);
+        let verdicts = stack.verdicts.clone();
+        let f2 = f.clone();
+        blocking(&ctx, move |store| {
+            let mut events: Vec<Event> = verdicts
+                .into_iter()
+                .map(|verdict| Event::GateVerdict {
+                    run_id: c.run.clone(),
+                    task: task.clone(),
+                    attempt: n,
+                    verdict,
+                })
+                .collect();
+            events.push(Event::AttemptFinished {
+                run_id: c.run.clone(),
+                task,
+                attempt: n,
+                outcome: Outcome::Abandoned,
+                failure: Some(f2),
+            });
+            append(store, events)
+        })
+        .await?;
+        return Ok((Outcome::Abandoned, Some(f)));
+    }
     let ended = agent_run.ended;
     let agent_failure = if ended.timed_out {
         Some(Failure {
@@ -730,7 +778,7 @@ async fn judge(
         append(store, events)
     })
     .await?;
-    crate::failpoint::hit("attempt.finished");
+    failpoint("attempt.finished").await;
     Ok((outcome, failure))
 }
 

@@ -69,6 +69,41 @@ pub fn control(
     Ok(())
 }
 
+/// The runs a `retry`, `skip` or `cancel` of `task` can mean: the
+/// unfinished runs whose plan has the task, else (for `retry`, which
+/// reopens a run) the newest finished run of each plan that has it.
+pub fn runs_holding(
+    store: &Store,
+    index: &mut crate::state::StateIndex,
+    task: &TaskId,
+    reopen: bool,
+) -> Result<Vec<RunState>, RunError> {
+    let mut out = Vec::new();
+    for run in index.unfinished()?.into_values() {
+        if run.tasks.contains_key(task) || run_has_task(store, &run, task)? {
+            out.push(run);
+        }
+    }
+    if out.is_empty() && reopen {
+        let mut plans: Vec<crate::ids::PlanId> =
+            index.all_briefs()?.into_iter().map(|b| b.plan_id).collect();
+        plans.sort();
+        plans.dedup();
+        for plan in plans {
+            let Some(brief) = index.last_finished_of_plan(&plan)? else {
+                continue;
+            };
+            if let Some(run) = index.run(&brief.id)?.cloned()
+                && (run.tasks.contains_key(task) || run_has_task(store, &run, task)?)
+            {
+                out.push(run);
+            }
+        }
+    }
+    out.sort_by_key(|r| std::cmp::Reverse(r.started_ms));
+    Ok(out)
+}
+
 fn run_has_task(store: &Store, run: &RunState, task: &TaskId) -> Result<bool, RunError> {
     let rev = crate::plan::revisions::all(store, &run.plan_id)?;
     Ok(rev
