@@ -6,6 +6,7 @@
 //! the store (`refs/orch/plans/<id>`).
 
 pub mod analysis;
+pub mod automaton;
 pub mod format;
 pub mod glob;
 pub mod pinch;
