@@ -1358,4 +1358,75 @@ mod tests {
             [".github/workflows", "Cargo.lock", "fuzz/Cargo.lock"]
         );
     }
+
+    /// A glob matching exactly `path`.
+    fn literal_glob(path: &str) -> String {
+        let mut out = String::new();
+        for c in path.chars() {
+            if "[]{}*?!,".contains(c) {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out
+    }
+
+    #[test]
+    fn overlap_with_a_literal_path_follows_the_ownership_table() {
+        for (globs, path, owned) in crate::plan::glob::tests::ownership_cases() {
+            let literal = literal_glob(&path);
+            let subtasks = serde_json::json!([
+                {"id": "a", "title": "a", "owned_globs": globs, "deliverable": "x", "verification": "make a"},
+                {"id": "b", "title": "b", "owned_globs": [literal], "deliverable": "x", "verification": "make b"},
+            ]);
+            let v = serde_json::json!({"version": 1, "id": "p", "instruction": "i", "subtasks": subtasks});
+            let p = parse(v.to_string().as_bytes()).expect("valid table plan");
+            // Decided on the real file, and at pattern level before it exists.
+            for tree in [vec![path.clone()], Vec::new()] {
+                let a = analyse(&p, &tree, &[]);
+                let overlap = codes(&a).contains(&"ownership-overlap");
+                assert_eq!(
+                    overlap, owned,
+                    "{globs:?} vs {path} (tree {tree:?}): {:?}",
+                    a.findings
+                );
+                assert!(!codes(&a).contains(&"possible-overlap"), "{:?}", a.findings);
+            }
+        }
+    }
+
+    #[test]
+    fn an_exclusion_that_removes_the_only_overlap_leaves_none() {
+        let t = vec![
+            (
+                "flags",
+                &["crates/core/flags/**", "!crates/core/flags/complete/**"][..],
+                "make f",
+                &[][..],
+                false,
+            ),
+            (
+                "complete",
+                &["crates/core/flags/complete/**"][..],
+                "make c",
+                &[][..],
+                false,
+            ),
+            ("other", &["crates/other/**"][..], "make o", &[][..], false),
+        ];
+        let files = paths(&[
+            "crates/core/flags/mod.rs",
+            "crates/core/flags/complete/bash.rs",
+            "crates/other/x.rs",
+        ]);
+        for tree in [files, Vec::new()] {
+            let a = analyse(&plan(&t), &tree, &rules());
+            assert_eq!(a.blocking(), 0, "{:?}", a.findings);
+            assert_eq!(a.independent, ["flags", "complete", "other"]);
+        }
+        let mut t = t;
+        t[0].1 = &["crates/core/flags/**"];
+        let a = analyse(&plan(&t), &[], &rules());
+        assert!(codes(&a).contains(&"ownership-overlap"), "{:?}", a.findings);
+    }
 }

@@ -958,7 +958,7 @@ impl Component {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn overlap(a: &str, b: &str) -> Option<String> {
@@ -1212,6 +1212,35 @@ mod tests {
         // An escaped '!' is a file name, not an exclusion.
         let bang = Ownership::new(&[r"\!notes.md"]).expect("valid");
         assert!(bang.is_owned("!notes.md"));
+    }
+
+    /// The table every owner of the rule is tested against (the scope
+    /// gate, both hooks and the analysis read it too).
+    pub(crate) fn ownership_cases() -> Vec<(Vec<String>, String, bool)> {
+        let cases: Vec<serde_json::Value> =
+            serde_json::from_str(include_str!("../../fixtures/data/ownership-cases.json"))
+                .expect("the table is JSON");
+        cases
+            .iter()
+            .map(|c| {
+                let globs = c["globs"]
+                    .as_array()
+                    .expect("globs")
+                    .iter()
+                    .map(|g| g.as_str().expect("glob").to_owned())
+                    .collect();
+                let path = c["path"].as_str().expect("path").to_owned();
+                (globs, path, c["owned"].as_bool().expect("owned"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ownership_follows_the_table() {
+        for (globs, path, owned) in ownership_cases() {
+            let o = Ownership::new(&globs).expect("valid");
+            assert_eq!(o.is_owned(&path), owned, "{globs:?} {path}");
+        }
     }
 
     #[test]

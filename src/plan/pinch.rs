@@ -341,6 +341,12 @@ pub struct LockedManifest {
     pub lockfile: String,
 }
 
+/// Whether `path` is named like a lockfile of [`LOCKS`].
+pub fn is_lockfile(path: &str) -> bool {
+    let name = file_name(path);
+    LOCKS.iter().any(|(lock, _)| *lock == name)
+}
+
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
