@@ -13,6 +13,7 @@ pub mod event;
 pub mod gate;
 pub mod hooks;
 pub mod ids;
+pub mod lead;
 pub mod merge;
 pub mod plan;
 pub mod process;

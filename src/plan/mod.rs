@@ -7,6 +7,7 @@
 
 pub mod analysis;
 pub mod automaton;
+pub mod brief;
 pub mod format;
 pub mod glob;
 pub mod pinch;
