@@ -788,7 +788,6 @@ mod tests {
     fn gives_up_within_its_budget() {
         let q = "?".repeat(18);
         let (a, b) = (format!("*a{q}"), format!("*b{q}"));
-        let start = std::time::Instant::now();
         let mut budget = 50_000;
         let found = intersect(
             &Nfa::union(&[a]).expect("a"),
@@ -798,6 +797,5 @@ mod tests {
         );
         assert!(matches!(found, Search::GaveUp(_)), "{found:?}");
         assert_eq!(budget, 0);
-        eprintln!("gave up in {:?}", start.elapsed());
     }
 }
