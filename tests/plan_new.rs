@@ -490,6 +490,40 @@ fn a_lead_agent_that_hangs_is_stopped_at_the_timeout() {
 }
 
 #[test]
+fn ctrl_c_stops_the_lead_agent_records_the_round_and_exits_130() {
+    let mut sb = Sandbox::new();
+    let repo = project(&sb);
+    let started = sb.path().join("started");
+    sb.set_env(
+        "FAKE_AGENT_SCRIPT",
+        &format!("stamp {} lead\nhang\n", started.display()),
+    );
+    let child = sb
+        .command("git-orch", &repo)
+        .args(["plan", "new", "x", "--agent", "fake"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("plan new");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the lead agent never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let rounds = plan_rounds(&sb, &repo);
+    assert_eq!(rounds.len(), 1);
+    assert_eq!(rounds[0]["outcome"], "interrupted");
+    assert_untouched(&sb, &repo);
+}
+
+#[test]
 fn the_skeleton_is_a_plan_in_natural_key_order() {
     let sb = Sandbox::new();
     let repo = sb.repo("r");

@@ -639,18 +639,24 @@ fn new_with_agent(
     let runtime = super::scheduler()?;
     let (tx, mut cancel) = tokio::sync::watch::channel(false);
     let session = runtime.block_on(async {
-        let interrupt = async {
-            if tokio::signal::ctrl_c().await.is_ok() {
+        // Registered before the agent starts, so a Ctrl-C at any moment is
+        // caught and stops it.
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CommandError::error(format!("cannot watch for Ctrl-C: {e}")))?;
+        let interrupt = async move {
+            if sigint.recv().await.is_some() {
                 let _ = tx.send(true);
             }
             std::future::pending::<()>().await
         };
         tokio::select! {
-            s = lead::run(store, &opts, &mut cancel, &show_progress) => s,
+            s = lead::run(store, &opts, &mut cancel, &show_progress) => {
+                s.map_err(|e| CommandError::error(e.to_string()))
+            }
             _ = interrupt => unreachable!("the interrupt future never completes"),
         }
     });
-    let session = session.map_err(|e| CommandError::error(e.to_string()))?;
+    let session = session?;
     let mut out = output::Out::new();
     let draft = session.draft.as_ref().map(|d| d.display().to_string());
     if let Some((plan, review)) = &session.plan {

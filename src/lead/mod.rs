@@ -293,12 +293,19 @@ fn read_plan_file(path: &Path) -> Written {
 fn stray_changes(checkout: &Path, base: Oid, plan_name: &str) -> usize {
     let git = Git::new(checkout);
     let status = git
-        .run(["status", "--porcelain", "-z", "--untracked-files=all"])
+        .run([
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ])
         .unwrap_or_default();
+    // Entries are `XY path`.
     let changed = status
         .split('\0')
-        .filter(|e| e.len() > 3)
-        .filter(|e| &e[3..] != plan_name)
+        .filter_map(|e| e.get(3..))
+        .filter(|path| !path.is_empty() && *path != plan_name)
         .count();
     let moved = git
         .run(["rev-parse", "HEAD"])
