@@ -37,8 +37,23 @@ pub const DEFAULT_ROUNDS: u32 = 3;
 const GRACE: Duration = Duration::from_secs(3);
 /// Bytes of agent output kept in a round's event.
 const TAIL_BYTES: usize = 2 * 1024;
-/// Problems recorded per round in the event (all of them go to the agent).
+/// Problems recorded per round in the event (all of them go to the agent),
+/// and the bytes kept of each.
 const PROBLEMS_RECORDED: usize = 20;
+const PROBLEM_BYTES: usize = 500;
+
+/// The first `max` bytes of `text`, cut at a character boundary, with `…`
+/// when cut.
+fn head_chars(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
 
 /// What a session needs.
 #[derive(Debug, Clone)]
@@ -540,7 +555,7 @@ pub async fn run(
             problems: problems_masked
                 .iter()
                 .take(PROBLEMS_RECORDED)
-                .map(|p| crate::gate::command::tail_chars(p, 500))
+                .map(|p| head_chars(p, PROBLEM_BYTES))
                 .collect(),
             draft: draft.to_string_lossy().into_owned(),
             stray,
@@ -742,6 +757,12 @@ async fn run_agent(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn recorded_problems_keep_their_start() {
+        assert_eq!(head_chars("short", 10), "short");
+        assert_eq!(head_chars("ééééé", 5), "éé…");
+    }
 
     #[test]
     fn the_plan_file_name_avoids_files_of_the_tree() {

@@ -120,7 +120,8 @@ pub fn analyse(plan: &Plan, paths: &[String], pinch: &[PinchRule]) -> Analysis {
         ..Default::default()
     };
     graph(plan, &mut out);
-    let locked = super::pinch::locked_manifests(paths, pinch);
+    let points = super::pinch::present(paths, pinch);
+    let locked = super::pinch::locked_manifests(paths, &points);
     let owners = Owners::compute(plan, paths, pinch, &locked);
     owners.report(plan, &mut out);
     pattern_overlaps(plan, &owners, &mut out);
@@ -128,7 +129,7 @@ pub fn analyse(plan: &Plan, paths: &[String], pinch: &[PinchRule]) -> Analysis {
     serial_and_fan_out(plan, &owners, &pinch_units, &mut out);
     manifests_and_lockfiles(plan, &owners, &pinch_units, &mut out);
     review_warnings(plan, paths, &owners, &out.serial.clone(), &mut out);
-    out.pinch_points = super::pinch::present(paths, pinch);
+    out.pinch_points = points;
     out.findings
         .sort_by(|a, b| (a.severity, a.code, &a.subtasks).cmp(&(b.severity, b.code, &b.subtasks)));
     out

@@ -293,7 +293,7 @@ pub fn pinch_lines(points: &[pinch::PinchPoint]) -> Vec<String> {
 /// The whole brief.
 pub fn render(input: &BriefInput) -> String {
     let points = pinch::present(input.paths, input.rules);
-    let locked = pinch::locked_manifests(input.paths, input.rules);
+    let locked = pinch::locked_manifests(input.paths, &points);
     let mut out = rules_text(input.instruction, input.plan_file);
     out.push_str("\n## Skeleton\n\n");
     out.push_str(&skeleton(input.instruction));

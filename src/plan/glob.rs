@@ -182,7 +182,9 @@ pub fn check(glob: &str) -> Result<(), GlobError> {
 pub struct Ownership {
     include: Vec<String>,
     exclude: Vec<String>,
-    include_set: GlobSet,
+    /// Built on first use: the analysis matches plain globs through its
+    /// index and only asks about exclusions, for a thousand subtasks.
+    include_set: std::sync::OnceLock<GlobSet>,
     exclude_set: GlobSet,
 }
 
@@ -191,7 +193,6 @@ impl Ownership {
     pub fn new<S: AsRef<str>>(entries: &[S]) -> Result<Self, OwnershipError> {
         let mut include = Vec::new();
         let mut exclude = Vec::new();
-        let mut include_set = GlobSetBuilder::new();
         let mut exclude_set = GlobSetBuilder::new();
         for entry in entries {
             let entry = entry.as_ref();
@@ -213,29 +214,34 @@ impl Ownership {
                 exclude_set.add(compiled);
             } else {
                 include.push(glob.to_owned());
-                include_set.add(compiled);
             }
         }
         if include.is_empty() {
             return Err(OwnershipError::NoInclusion);
         }
-        let build = |b: GlobSetBuilder| b.build().expect("globs that compile build a set");
         Ok(Self {
             include,
             exclude,
-            include_set: build(include_set),
-            exclude_set: build(exclude_set),
+            include_set: std::sync::OnceLock::new(),
+            exclude_set: exclude_set.build().expect("globs that compile build a set"),
         })
     }
 
     /// Whether `path` (relative to the repository root) is owned.
     pub fn is_owned(&self, path: &str) -> bool {
-        self.include_set.is_match(path) && !self.exclude_set.is_match(path)
+        let include = self.include_set.get_or_init(|| {
+            let mut b = GlobSetBuilder::new();
+            for g in &self.include {
+                b.add(compile(g).expect("checked when the ownership was made"));
+            }
+            b.build().expect("globs that compile build a set")
+        });
+        include.is_match(path) && !self.is_excluded(path)
     }
 
     /// Whether an exclusion matches `path`.
     pub fn is_excluded(&self, path: &str) -> bool {
-        self.exclude_set.is_match(path)
+        !self.exclude.is_empty() && self.exclude_set.is_match(path)
     }
 
     /// The plain globs.

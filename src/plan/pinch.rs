@@ -365,14 +365,15 @@ fn names_manifest(pattern: &str, name: &str) -> bool {
 /// Every manifest of `paths` that a lockfile pinch point locks: the
 /// lockfile of its ecosystem in its own directory or, failing that, the
 /// nearest directory above it (a Cargo or npm workspace keeps one lockfile
-/// at its root). Lockfiles that are not pinch points under `rules` (trimmed
-/// in `.orch/config`, or test data) lock nothing here.
-pub fn locked_manifests(paths: &[String], rules: &[PinchRule]) -> Vec<LockedManifest> {
+/// at its root). `points` are the tree's pinch points ([`present`]), so
+/// lockfiles that are not pinch points (trimmed in `.orch/config`, or test
+/// data) lock nothing here.
+pub fn locked_manifests(paths: &[String], points: &[PinchPoint]) -> Vec<LockedManifest> {
     // Lockfile rules guard files, so their units are the lockfiles' paths.
-    let lockfiles: std::collections::HashSet<String> = present(paths, rules)
-        .into_iter()
+    let lockfiles: std::collections::HashSet<&str> = points
+        .iter()
         .filter(|p| p.kind == PinchKind::Lockfile)
-        .map(|p| p.unit)
+        .map(|p| p.unit.as_str())
         .collect();
     if lockfiles.is_empty() {
         return Vec::new();
@@ -508,7 +509,7 @@ mod tests {
             "tests/fixture/Cargo.toml",
             "tools/go.mod",
         ]);
-        let locked = locked_manifests(&p, &rules(&[], &[]));
+        let locked = locked_manifests(&p, &present(&p, &rules(&[], &[])));
         let pairs: Vec<(&str, &str)> = locked
             .iter()
             .map(|l| (l.manifest.as_str(), l.lockfile.as_str()))
@@ -522,6 +523,7 @@ mod tests {
             ]
         );
         // A lockfile switched off in .orch/config locks nothing.
-        assert!(locked_manifests(&p, &rules(&[], &["**/Cargo.lock".into()])).is_empty());
+        let trimmed = rules(&[], &["**/Cargo.lock".into()]);
+        assert!(locked_manifests(&p, &present(&p, &trimmed)).is_empty());
     }
 }
