@@ -175,6 +175,36 @@ fn hostile_plans_are_refused_with_exit_1_and_write_nothing() {
             "\"../outside/**\"",
         ),
         (
+            "empty exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!\""),
+            "exclusion of nothing",
+        ),
+        (
+            "double exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!!src/api/x\""),
+            "starts with '!!'",
+        ),
+        (
+            "escaping exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!../x/**\""),
+            "\"!../x/**\"",
+        ),
+        (
+            "absolute exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!/etc/**\""),
+            "is absolute",
+        ),
+        (
+            "exclusion into .git",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!.git/**\""),
+            "reaches into .git",
+        ),
+        (
+            "only exclusions",
+            base.replace("\"src/api/**\"", "\"!src/api/**\""),
+            "only exclusions",
+        ),
+        (
             "duplicate ids",
             base.replace("\"id\":\"web\"", "\"id\":\"api\""),
             "more than once",
