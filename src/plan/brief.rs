@@ -328,6 +328,22 @@ pub fn render(input: &BriefInput) -> String {
             None => p.unit.clone(),
         })
         .collect();
+    let lock_of: BTreeMap<&str, &str> = locked
+        .iter()
+        .map(|l| (l.manifest.as_str(), l.lockfile.as_str()))
+        .collect();
+    let manifests: Vec<String> = pinch::manifests(input.paths)
+        .into_iter()
+        .map(|m| match lock_of.get(m) {
+            Some(l) => format!("{m} (locked by {l})"),
+            None => format!("{m} (no lockfile)"),
+        })
+        .collect();
+    out.push_str("\nManifests (dependencies):\n");
+    for l in listed(&manifests, "manifests") {
+        out.push_str(&l);
+        out.push('\n');
+    }
     out.push_str("\nLockfiles and the manifests they lock:\n");
     for l in listed(&lockfiles, "lockfiles") {
         out.push_str(&l);
@@ -458,6 +474,8 @@ mod tests {
             "fuzz/Cargo.lock locks 1 manifest: fuzz/Cargo.toml",
             "  - .github/workflows",
             "src/  1 file, e.g. src/main.rs",
+            "  - crates/a/Cargo.toml (locked by Cargo.lock)",
+            "  - fuzz/Cargo.toml (locked by fuzz/Cargo.lock)",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }

@@ -362,6 +362,27 @@ fn names_manifest(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// Every path named like a manifest of [`LOCKS`] (`Cargo.toml`,
+/// `package.json`, …), outside test-data directories.
+pub fn manifests(paths: &[String]) -> Vec<&str> {
+    let data_rule = PinchRule {
+        kind: PinchKind::Lockfile,
+        glob: String::new(),
+        unit: None,
+    };
+    paths
+        .iter()
+        .filter(|p| {
+            let name = file_name(p);
+            LOCKS
+                .iter()
+                .any(|(_, m)| m.iter().any(|m| names_manifest(m, name)))
+                && data_rule.applies_to(p)
+        })
+        .map(String::as_str)
+        .collect()
+}
+
 /// Every manifest of `paths` that a lockfile pinch point locks: the
 /// lockfile of its ecosystem in its own directory or, failing that, the
 /// nearest directory above it (a Cargo or npm workspace keeps one lockfile
