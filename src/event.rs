@@ -318,6 +318,78 @@ pub enum Event {
     /// A diagnostic marker written by `git orch debug append`; used by the
     /// concurrency tests and benchmarks, harmless in a real log.
     DebugMarker { label: String, n: u64 },
+    /// One round of `git orch plan new --agent`: the lead agent ran in a
+    /// read-only checkout of `base` and what it wrote was checked like
+    /// `plan check` does. A draft is not a stored plan: nothing else in
+    /// the state changes.
+    PlanRound {
+        /// Ties the rounds of one `plan new` together (12 hex digits).
+        session: String,
+        /// This round, from 1.
+        round: u32,
+        /// The most rounds the session may take (`--rounds`).
+        rounds: u32,
+        /// The lead agent's name.
+        agent: String,
+        /// The commit the agent read and the plan was checked against.
+        base: String,
+        outcome: PlanRoundOutcome,
+        /// The plan's id and content hash, when it was a valid plan.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        plan_id: Option<PlanId>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hash: Option<String>,
+        /// Blocking findings and warnings of the check.
+        blocking: usize,
+        warnings: usize,
+        /// What went back to the agent (findings, or why no plan could be
+        /// read); masked and bounded.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        problems: Vec<String>,
+        /// Where the draft was saved.
+        draft: String,
+        /// Files the agent changed in its read-only checkout (discarded).
+        stray: usize,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit: Option<i32>,
+        timed_out: bool,
+        duration_ms: u64,
+        usage: AgentUsage,
+        /// Masked tail of its output.
+        tail: String,
+    },
+}
+
+/// How one lead-agent round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanRoundOutcome {
+    /// The plan is valid and has no blocking finding.
+    Passed,
+    /// The plan is valid but has blocking findings.
+    Blocked,
+    /// The file is not a valid plan (not JSON, wrong shape, bad glob, …).
+    Invalid,
+    /// The agent wrote no plan file.
+    Missing,
+    /// The agent could not run, failed before writing, timed out, or was
+    /// unavailable (rate limited).
+    AgentFailed,
+    /// Stopped by the user (Ctrl-C).
+    Interrupted,
+}
+
+impl PlanRoundOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanRoundOutcome::Passed => "passed",
+            PlanRoundOutcome::Blocked => "blocked",
+            PlanRoundOutcome::Invalid => "invalid",
+            PlanRoundOutcome::Missing => "missing",
+            PlanRoundOutcome::AgentFailed => "agent_failed",
+            PlanRoundOutcome::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// Where a task carried into a run landed.
@@ -634,6 +706,7 @@ impl Event {
             Event::ClaimReleased { .. } => "claim_released",
             Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
+            Event::PlanRound { .. } => "plan_round",
         }
     }
 
@@ -879,6 +952,24 @@ impl Event {
                 )
             }
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
+            Event::PlanRound {
+                round,
+                rounds,
+                agent,
+                outcome,
+                plan_id,
+                blocking,
+                ..
+            } => {
+                let what = match (outcome, plan_id) {
+                    (PlanRoundOutcome::Passed, Some(id)) => format!("plan {id} passes the check"),
+                    (PlanRoundOutcome::Blocked, Some(id)) => {
+                        format!("plan {id} has {blocking} blocking finding(s)")
+                    }
+                    (o, _) => o.as_str().replace('_', " "),
+                };
+                format!("plan new round {round}/{rounds} by {agent}: {what}")
+            }
         }
     }
 }

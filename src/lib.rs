@@ -14,6 +14,7 @@ pub mod failpoint;
 pub mod gate;
 pub mod hooks;
 pub mod ids;
+pub mod lead;
 pub mod merge;
 pub mod plan;
 pub mod process;

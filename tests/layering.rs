@@ -22,6 +22,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("gate", 6),
         ("hooks", 9),
         ("run", 7),
+        ("lead", 7),
         ("merge", 8),
         ("worker", 9),
         ("demo", 10),

@@ -175,6 +175,36 @@ fn hostile_plans_are_refused_with_exit_1_and_write_nothing() {
             "\"../outside/**\"",
         ),
         (
+            "empty exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!\""),
+            "exclusion of nothing",
+        ),
+        (
+            "double exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!!src/api/x\""),
+            "starts with '!!'",
+        ),
+        (
+            "escaping exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!../x/**\""),
+            "\"!../x/**\"",
+        ),
+        (
+            "absolute exclusion",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!/etc/**\""),
+            "is absolute",
+        ),
+        (
+            "exclusion into .git",
+            base.replace("\"src/api/**\"", "\"src/api/**\",\"!.git/**\""),
+            "reaches into .git",
+        ),
+        (
+            "only exclusions",
+            base.replace("\"src/api/**\"", "\"!src/api/**\""),
+            "only exclusions",
+        ),
+        (
             "duplicate ids",
             base.replace("\"id\":\"web\"", "\"id\":\"api\""),
             "more than once",
@@ -513,10 +543,13 @@ fn plan_new_prints_a_brief_with_the_tree() {
     for needle in [
         "Instruction: Add a checkout flow",
         "Sole ownership",
-        "at least three",
+        "at least 3 subtasks that can start at once",
         "\"id\": \"add-a-checkout-flow\"",
-        "src/  3 files",
-        "Pinch points present: Cargo.lock, Cargo.toml",
+        "src/  3 files, e.g. src/api/mod.rs, src/cli/mod.rs, src/web/mod.rs",
+        "  - Cargo.lock (lockfile)",
+        "  - Cargo.toml (build configuration)",
+        "Cargo.lock locks 1 manifest: Cargo.toml",
+        "\"!crates/core/flags/complete/**\"",
     ] {
         assert!(out.contains(needle), "missing {needle:?} in\n{out}");
     }
@@ -678,4 +711,159 @@ fn pinch_points_are_extensible_in_orch_config() {
     let out = sb.orch(&repo, &["plan", "check", &file]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains(".orch/config"), "{}", stderr(&out));
+}
+
+/// The `unit (kind)` lines of the brief's pinch section.
+fn brief_pinch_list(brief: &str) -> Vec<String> {
+    let start = brief.find("## Pinch points").expect("a pinch section");
+    brief[start..]
+        .lines()
+        .skip(1)
+        .skip_while(|l| l.trim().is_empty())
+        .take_while(|l| l.starts_with("  - "))
+        .map(|l| l.trim_start_matches("  - ").to_owned())
+        .collect()
+}
+
+fn describe(kind: &str) -> &'static str {
+    match kind {
+        "lockfile" => "lockfile",
+        "migration" => "migrations",
+        "ci" => "CI configuration",
+        "build" => "build configuration",
+        "deploy" => "deploy manifest",
+        "generated" => "generated code",
+        "custom" => "pinch point from .orch/config",
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+#[test]
+fn on_a_real_cargo_tree_the_briefs_pinch_list_is_the_checks() {
+    let sb = Sandbox::new();
+    let repo = cargo_tree(&sb);
+    let brief = sb.orch_ok(
+        &repo,
+        &["plan", "new", "Bump a dependency", "--base", "cargo"],
+    );
+    let listed = brief_pinch_list(&brief);
+    let plan = write(
+        sb.path(),
+        "one.json",
+        &plan_json(
+            "one",
+            vec![subtask("book", &["doc/**"], "mdbook build doc", &[])],
+        ),
+    );
+    let out = sb.orch(
+        &repo,
+        &["plan", "check", &plan, "--base", "cargo", "--json"],
+    );
+    let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+    let checked: Vec<String> = v["analysis"]["pinch_points"]
+        .as_array()
+        .expect("pinch points")
+        .iter()
+        .map(|p| {
+            format!(
+                "{} ({})",
+                p["unit"].as_str().expect("unit"),
+                describe(p["kind"].as_str().expect("kind"))
+            )
+        })
+        .collect();
+    assert!(!checked.is_empty());
+    assert_eq!(listed, checked);
+    assert!(
+        listed.contains(&"Cargo.lock (lockfile)".to_owned()),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&".github/workflows (CI configuration)".to_owned()),
+        "{listed:?}"
+    );
+    // Test fixtures' lockfiles are data, in neither list.
+    assert!(
+        !listed.iter().any(|l| l.starts_with("tests/")),
+        "{listed:?}"
+    );
+    // The summary helps choose globs: samples, and what Cargo.lock locks.
+    for needle in [
+        "crates/  ",
+        "e.g. crates/",
+        "Cargo.lock locks 29 manifests: Cargo.toml, benches/benchsuite/Cargo.toml",
+    ] {
+        assert!(brief.contains(needle), "missing {needle:?}");
+    }
+}
+
+#[test]
+fn a_plan_bumping_one_crates_dependency_gets_a_verdict_that_says_how() {
+    let sb = Sandbox::new();
+    let repo = cargo_tree(&sb);
+    let check = |plan: &str| {
+        let file = write(sb.path(), "bump.json", plan);
+        let out = sb.orch(
+            &repo,
+            &["plan", "check", &file, "--base", "cargo", "--json"],
+        );
+        let v: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+        (out.status.code(), v)
+    };
+    let bump = |globs: &[&str]| {
+        plan_json(
+            "bump",
+            vec![
+                subtask("bump-util", globs, "cargo test -p cargo-util", &[]),
+                subtask(
+                    "platform",
+                    &[
+                        "crates/cargo-platform/**",
+                        "!crates/cargo-platform/Cargo.toml",
+                    ],
+                    "cargo test -p cargo-platform",
+                    &[],
+                ),
+                subtask("book", &["doc/**"], "mdbook build doc", &[]),
+                subtask("home", &["crates/home/src/**"], "cargo test -p home", &[]),
+            ],
+        )
+    };
+    // The dependency bump owns the crate's manifest but not the lockfile.
+    let (code, v) = check(&bump(&["crates/cargo-util/**"]));
+    assert_eq!(code, Some(0), "a warning, not a block: {v}");
+    let verdict = v["analysis"]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["code"] == "manifest-lockfile")
+        .unwrap_or_else(|| panic!("no manifest-lockfile verdict: {v}"))
+        .clone();
+    assert_eq!(verdict["subtasks"], serde_json::json!(["bump-util"]));
+    assert_eq!(verdict["details"]["lockfile"], "Cargo.lock");
+    let message = verdict["message"].as_str().expect("message");
+    assert!(
+        message.contains("crates/cargo-util/Cargo.toml"),
+        "{message}"
+    );
+    assert!(
+        message.contains("add \"Cargo.lock\" to its owned_globs; it then runs serial_only"),
+        "{message}"
+    );
+    // Done as it says: it owns the lockfile too and runs alone; the
+    // verdict is gone and the plan passes.
+    let (code, v) = check(&bump(&["crates/cargo-util/**", "Cargo.lock"]));
+    assert_eq!(code, Some(0), "{v}");
+    let codes: Vec<&str> = v["analysis"]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["code"].as_str().expect("code"))
+        .collect();
+    assert!(!codes.contains(&"manifest-lockfile"), "{codes:?}");
+    assert_eq!(
+        v["analysis"]["forced_serial"],
+        serde_json::json!(["bump-util"])
+    );
+    assert_eq!(v["blocking"], 0);
 }

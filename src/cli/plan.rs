@@ -1,16 +1,16 @@
 //! `git orch plan`: write, check, store and read plans.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
 use crate::approval::{self, Review};
 use crate::ids::PlanId;
+use crate::lead;
 use crate::plan::format::{self, MAX_PLAN_BYTES, Plan};
 use crate::plan::revisions::{self, Added, PlanRevision};
-use crate::plan::{Severity, schema};
+use crate::plan::{Severity, brief, schema};
 use crate::store::Store;
 
 /// Write, check, store and read plans.
@@ -31,12 +31,58 @@ pub enum PlanCommand {
     Schema(SchemaArgs),
 }
 
-/// Print a brief for a lead agent: how to split the instruction, the plan
-/// skeleton, and a summary of this repository's tree to choose globs from.
+/// Write a plan for an instruction: print a brief for a lead agent, or run
+/// one with --agent until its plan passes `plan check`.
+///
+/// Without --agent, prints a self-contained brief: the plan format and its
+/// rules, the skeleton, a summary of the repository to choose globs from,
+/// and the pinch points `plan check` applies here. --skeleton prints only
+/// the skeleton.
+///
+/// With --agent, runs that agent headless (the same adapters, timeout and
+/// usage recording as attempts) in a read-only checkout of the base, with
+/// the brief as its prompt; it writes the plan to the file the brief names
+/// (also in ORCH_PLAN_FILE). git-orch checks the plan; blocking findings go
+/// back to the agent as the next round's context. The draft is saved to
+/// --out, or under .git/orch/drafts/ (printed), and shown with its check,
+/// followed by the commands that store and approve it. Every round is a
+/// `plan_round` event. Exit codes: 0 the plan passes the check, 1 it still
+/// fails after the last round (the draft is kept), 64 --budget spent, 130
+/// interrupted.
 #[derive(Debug, Args)]
 pub struct NewArgs {
     /// What the plan should achieve.
-    pub instruction: String,
+    #[arg(required_unless_present = "skeleton")]
+    pub instruction: Option<String>,
+    /// Print only the plan skeleton (JSON, keys in natural order).
+    #[arg(long, conflicts_with_all = ["agent", "base"])]
+    pub skeleton: bool,
+    /// Run this agent as the lead agent (a built-in such as claude, or an
+    /// [agent "NAME"] of .orch/config).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Save the plan to this file (it must not exist yet) instead of
+    /// .git/orch/drafts/.
+    #[arg(long, value_name = "FILE", requires = "agent")]
+    pub out: Option<PathBuf>,
+    /// Most rounds of check and fix (default 3).
+    #[arg(long, value_name = "N", requires = "agent", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: Option<u32>,
+    /// Plan against this commit (default: HEAD).
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
+    /// Stop the agent after this long per round (e.g. 900, 15m; default:
+    /// the agent's timeout, else orch.timeout).
+    #[arg(long, value_name = "DUR", requires = "agent", value_parser = parse_duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// Start no new round once reported agent cost reaches this many USD.
+    #[arg(long, value_name = "USD", requires = "agent")]
+    pub budget: Option<f64>,
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    crate::config::parse_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration (e.g. 900, 15m, 2h)"))
 }
 
 /// Validate and analyse a plan: ownership overlaps, dependency order,
@@ -189,6 +235,52 @@ pub fn render_findings(review: &Review) -> Vec<String> {
     lines
 }
 
+/// The verdict of a review for people: findings, order, serial and
+/// independent subtasks (the fan-out), the pinch points, the totals.
+fn review_lines(review: &Review) -> Vec<String> {
+    let a = &review.analysis;
+    let mut lines = render_findings(review);
+    if !a.waves.is_empty() {
+        lines.push("order:".into());
+        for (n, wave) in a.waves.iter().enumerate() {
+            lines.push(format!("  wave {}: {}", n + 1, wave.join(", ")));
+        }
+    }
+    if !a.serial.is_empty() {
+        lines.push(format!("serial: {}", a.serial.join(", ")));
+    }
+    lines.push(format!(
+        "independent: {} ({})",
+        a.independent.len(),
+        a.independent.join(", ")
+    ));
+    if !a.pinch_points.is_empty() {
+        const SHOWN: usize = 20;
+        let units: Vec<&str> = a
+            .pinch_points
+            .iter()
+            .take(SHOWN)
+            .map(|p| p.unit.as_str())
+            .collect();
+        lines.push(format!(
+            "pinch points here ({}): {}{}",
+            a.pinch_points.len(),
+            units.join(", "),
+            if a.pinch_points.len() > SHOWN {
+                ", … (--json lists them all)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let blocking = a.blocking();
+    lines.push(format!(
+        "{blocking} blocking, {} warnings",
+        a.findings.len() - blocking
+    ));
+    lines
+}
+
 fn base_label(review: &Review) -> String {
     match review.base {
         Some(c) => format!("{} ({})", review.base_name, &c.to_string()[..12]),
@@ -229,25 +321,9 @@ fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
             a.paths_checked,
             base_label(&review)
         ));
-        for l in render_findings(&review) {
+        for l in review_lines(&review) {
             out.line(&l);
         }
-        if !a.waves.is_empty() {
-            out.line("order:");
-            for (n, wave) in a.waves.iter().enumerate() {
-                out.line(&format!("  wave {}: {}", n + 1, wave.join(", ")));
-            }
-        }
-        if !a.serial.is_empty() {
-            out.line(&format!("serial: {}", a.serial.join(", ")));
-        }
-        out.line(&format!(
-            "independent: {} ({})",
-            a.independent.len(),
-            a.independent.join(", ")
-        ));
-        let warnings = a.findings.len() - blocking;
-        out.line(&format!("{blocking} blocking, {warnings} warnings"));
     }
     Ok(if blocking > 0 {
         exit::BLOCKED
@@ -332,17 +408,24 @@ fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
         out.line(&json.to_string());
         return Ok(exit::OK);
     }
-    let p = &rev.plan;
     out.line(&format!(
         "plan {} revision {} ({})",
-        p.id, rev.revision, rev.hash
+        rev.plan.id, rev.revision, rev.hash
     ));
-    out.line(&format!("instruction: {}", p.instruction));
+    for l in plan_lines(&rev.plan) {
+        out.line(&l);
+    }
+    Ok(exit::OK)
+}
+
+/// A plan for people: instruction, then each subtask with what it owns.
+fn plan_lines(p: &Plan) -> Vec<String> {
+    let mut lines = vec![format!("instruction: {}", p.instruction)];
     if let Some(t) = &p.target {
-        out.line(&format!("target: {t}"));
+        lines.push(format!("target: {t}"));
     }
     for s in &p.subtasks {
-        out.line("");
+        lines.push(String::new());
         let mut flags = Vec::new();
         if s.serial_only {
             flags.push("serial_only".to_owned());
@@ -351,7 +434,7 @@ fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
             let deps: Vec<&str> = s.depends_on.iter().map(|d| d.as_str()).collect();
             flags.push(format!("after {}", deps.join(", ")));
         }
-        out.line(&format!(
+        lines.push(format!(
             "{}: {}{}",
             s.id,
             s.title,
@@ -361,11 +444,11 @@ fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
                 format!(" [{}]", flags.join("; "))
             }
         ));
-        out.line(&format!("  owns: {}", s.owned_globs.join(", ")));
-        out.line(&format!("  deliverable: {}", s.deliverable));
-        out.line(&format!("  verification: {}", s.verification));
+        lines.push(format!("  owns: {}", s.owned_globs.join(", ")));
+        lines.push(format!("  deliverable: {}", s.deliverable));
+        lines.push(format!("  verification: {}", s.verification));
     }
-    Ok(exit::OK)
+    lines
 }
 
 fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
@@ -457,154 +540,263 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     Ok(exit::OK)
 }
 
-/// Counts files per top-level directory (and per subdirectory of large
-/// ones), for the brief.
-fn tree_summary(paths: &[String]) -> Vec<String> {
-    let mut top: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut sub: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
-    let mut root_files = 0;
-    for p in paths {
-        let mut parts = p.splitn(3, '/');
-        let first = parts.next().unwrap_or_default();
-        match parts.next() {
-            None => root_files += 1,
-            Some(second) => {
-                *top.entry(first).or_default() += 1;
-                if parts.next().is_some() {
-                    *sub.entry(first).or_default().entry(second).or_default() += 1;
+fn new(cli: &Cli, args: &NewArgs) -> CommandResult {
+    if args.skeleton {
+        let instruction = args
+            .instruction
+            .as_deref()
+            .unwrap_or("Say what the plan is for");
+        output::Out::new().line(&brief::skeleton(instruction));
+        return Ok(exit::OK);
+    }
+    let instruction = args.instruction.clone().unwrap_or_default();
+    if instruction.trim().is_empty() {
+        return Err(CommandError::with_code(
+            exit::USAGE,
+            "the instruction is empty\nhint: say what the plan should achieve, e.g. git orch plan new \"Add a checkout flow\"",
+        ));
+    }
+    let store = open_store(&cli.directory)?;
+    if let Some(agent) = &args.agent {
+        return new_with_agent(cli, &store, args, agent, instruction);
+    }
+    let (base, base_name) = match &args.base {
+        Some(b) => (
+            store.resolve_commit(b)?.ok_or_else(|| {
+                CommandError::error(format!(
+                    "--base {b:?} does not name a commit\nhint: give a branch, tag or commit id"
+                ))
+            })?,
+            b.clone(),
+        ),
+        None => match store.resolve_commit("HEAD")? {
+            Some(c) => (c, "HEAD".to_owned()),
+            None => {
+                return Err(CommandError::error(
+                    "there is no commit to plan against\nhint: commit something first",
+                ));
+            }
+        },
+    };
+    let paths = store.tree_paths(base)?;
+    let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)
+        .map_err(|e| CommandError::error(format!("{e}\nhint: fix .orch/config at {base_name}")))?;
+    let rules = crate::plan::pinch::rules(&settings.pinch_paths, &settings.pinch_ignore);
+    let base_label = format!("{base_name} ({})", &base.to_string()[..12]);
+    let text = brief::render(&brief::BriefInput {
+        instruction: &instruction,
+        base: &base_label,
+        paths: &paths,
+        rules: &rules,
+        plan_file: None,
+    });
+    let mut out = output::Out::new();
+    for l in text.lines() {
+        out.line(l);
+    }
+    Ok(exit::OK)
+}
+
+/// `plan new --agent`: runs the lead agent's session and shows its plan.
+fn new_with_agent(
+    cli: &Cli,
+    store: &Store,
+    args: &NewArgs,
+    agent: &str,
+    instruction: String,
+) -> CommandResult {
+    if args.budget.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
+        return Err(CommandError::with_code(
+            exit::USAGE,
+            "--budget must be a non-negative number",
+        ));
+    }
+    // Checked before the agent runs, so a bad --out costs nothing.
+    let out_path = match &args.out {
+        Some(p) => {
+            let abs = super::start_dir(&cli.directory).join(p);
+            let in_work_tree =
+                lead::check_out(store, &abs).map_err(|e| CommandError::error(e.to_string()))?;
+            if in_work_tree {
+                output::status(&format!(
+                    "note: {} is inside the work tree and not ignored: `git orch run` refuses a work tree with untracked files, so remove it (or ignore it) once the plan is stored",
+                    abs.display()
+                ));
+            }
+            Some(abs)
+        }
+        None => None,
+    };
+    let opts = lead::Options {
+        instruction,
+        agent: agent.to_owned(),
+        rounds: args.rounds.unwrap_or(lead::DEFAULT_ROUNDS),
+        base: args.base.clone(),
+        out: out_path,
+        timeout: args.timeout,
+        budget: args.budget,
+    };
+    let runtime = super::scheduler()?;
+    let (tx, mut cancel) = tokio::sync::watch::channel(false);
+    let session = runtime.block_on(async {
+        // Registered before the agent starts, so a Ctrl-C at any moment is
+        // caught and stops it.
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| CommandError::error(format!("cannot watch for Ctrl-C: {e}")))?;
+        let interrupt = async move {
+            if sigint.recv().await.is_some() {
+                let _ = tx.send(true);
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            s = lead::run(store, &opts, &mut cancel, &show_progress) => {
+                s.map_err(|e| CommandError::error(e.to_string()))
+            }
+            _ = interrupt => unreachable!("the interrupt future never completes"),
+        }
+    });
+    let session = session?;
+    let mut out = output::Out::new();
+    let draft = session.draft.as_ref().map(|d| d.display().to_string());
+    if let Some((plan, review)) = &session.plan {
+        out.line(&format!(
+            "plan {} (draft, not stored yet): {}",
+            plan.id,
+            draft.as_deref().unwrap_or_default()
+        ));
+        for l in plan_lines(plan) {
+            out.line(&l);
+        }
+        out.line("");
+        out.line(&format!(
+            "checked against {} files of {}:",
+            review.analysis.paths_checked,
+            base_label(review)
+        ));
+        for l in review_lines(review) {
+            out.line(&l);
+        }
+        let independent = review.analysis.independent.len();
+        out.line(&if independent >= crate::plan::analysis::MIN_INDEPENDENT {
+            format!("fan-out: {independent} agents can start at once")
+        } else {
+            format!(
+                "fan-out: only {independent} subtask(s) can start at once; one agent doing the whole instruction may be better"
+            )
+        });
+    }
+    let rounds = session.rounds.len();
+    let spent = if session.cost_usd > 0.0 {
+        format!(", ${:.2} reported", session.cost_usd)
+    } else {
+        String::new()
+    };
+    match (&session.end, &session.plan, &draft) {
+        (lead::End::Passed, Some((plan, _)), Some(d)) => {
+            let d = crate::agent::shell_quote(d);
+            out.line("");
+            out.line("next:");
+            out.line(&format!("  git orch plan add {d}"));
+            out.line(&format!("  git orch approve {}", plan.id));
+            output::status(&format!(
+                "The plan passes the check after {rounds} round(s){spent}; session {}.",
+                session.id
+            ));
+            Ok(exit::OK)
+        }
+        (lead::End::Budget { spent, budget }, _, _) => Err(CommandError::with_code(
+            exit::BUDGET,
+            format!(
+                "stopped after {rounds} round(s): ${spent:.2} reported of a ${budget:.2} budget{}\nhint: rerun with a larger --budget",
+                kept(&draft)
+            ),
+        )),
+        (lead::End::Interrupted, _, _) => Err(CommandError::with_code(
+            exit::INTERRUPTED,
+            format!("interrupted in round {rounds}{}", kept(&draft)),
+        )),
+        (lead::End::Unavailable(why), _, _) => Err(CommandError::error(format!(
+            "the lead agent {agent} stopped being available in round {rounds}: {why}{}\nhint: try again later, or choose another --agent",
+            kept(&draft)
+        ))),
+        _ => {
+            if let Some(last) = session.rounds.last()
+                && session.plan.is_none()
+            {
+                for p in &last.problems {
+                    out.line(p);
+                }
+            }
+            Err(CommandError::error(format!(
+                "the plan does not pass the check after {rounds} round(s){}\nhint: {}",
+                kept(&draft),
+                match &draft {
+                    Some(d) => format!(
+                        "fix it by hand and check it with `git orch plan check {}`, or run plan new again with more --rounds",
+                        crate::agent::shell_quote(d)
+                    ),
+                    None =>
+                        "the agent never wrote a plan file; check its output under .git/orch/lead/"
+                            .into(),
+                }
+            )))
+        }
+    }
+}
+
+fn kept(draft: &Option<String>) -> String {
+    match draft {
+        Some(d) => format!("; the draft is kept at {d}"),
+        None => String::new(),
+    }
+}
+
+/// Round progress on stderr.
+fn show_progress(p: lead::Progress) {
+    match p {
+        lead::Progress::RoundStarted {
+            round,
+            rounds,
+            agent,
+            base,
+        } => output::status(&format!(
+            "Round {round}/{rounds}: {agent} writes the plan in a read-only checkout of {base}…"
+        )),
+        lead::Progress::RoundEnded {
+            round,
+            rounds,
+            report,
+        } => {
+            let what = match report.outcome {
+                crate::event::PlanRoundOutcome::Passed => {
+                    format!("the plan passes the check ({} warning(s))", report.warnings)
+                }
+                crate::event::PlanRoundOutcome::Blocked if round < rounds => format!(
+                    "{} blocking finding(s); they go back to the agent",
+                    report.blocking
+                ),
+                crate::event::PlanRoundOutcome::Blocked => {
+                    format!("{} blocking finding(s)", report.blocking)
+                }
+                other => other.as_str().replace('_', " "),
+            };
+            output::status(&format!("Round {round}: {what}"));
+            if report.stray > 0 {
+                output::status(&format!(
+                    "  the agent changed {} file(s) of its read-only checkout; they were thrown away",
+                    report.stray
+                ));
+            }
+            if report.outcome != crate::event::PlanRoundOutcome::Passed {
+                for p in report
+                    .problems
+                    .iter()
+                    .filter(|p| !p.starts_with("- warning"))
+                {
+                    output::status(&format!("  {p}"));
                 }
             }
         }
     }
-    let mut lines = vec![format!("  (root)  {root_files} files")];
-    for (dir, n) in top {
-        lines.push(format!("  {dir}/  {n} files"));
-        if n > 50
-            && let Some(children) = sub.get(dir)
-        {
-            let mut children: Vec<_> = children.iter().collect();
-            children.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            for (child, m) in children.iter().take(12) {
-                lines.push(format!("    {dir}/{child}/  {m} files"));
-            }
-            if children.len() > 12 {
-                lines.push(format!("    … {} more directories", children.len() - 12));
-            }
-        }
-    }
-    lines
-}
-
-/// A kebab-case id made from the instruction's first words.
-fn slug(instruction: &str) -> String {
-    let words: Vec<String> = instruction
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .take(5)
-        .map(|w| w.to_ascii_lowercase())
-        .collect();
-    let s = words.join("-");
-    if s.is_empty() {
-        "plan".into()
-    } else {
-        s.chars().take(48).collect()
-    }
-}
-
-fn new(cli: &Cli, args: &NewArgs) -> CommandResult {
-    let store = open_store(&cli.directory)?;
-    if args.instruction.trim().is_empty() {
-        return Err(CommandError::with_code(
-            exit::USAGE,
-            "the instruction is empty",
-        ));
-    }
-    let head = store.resolve_commit("HEAD")?;
-    let paths = match head {
-        Some(c) => store.tree_paths(c)?,
-        None => Vec::new(),
-    };
-    let rules = crate::plan::pinch::rules(&[], &[]);
-    let mut pinch_present: Vec<String> = Vec::new();
-    for r in &rules {
-        let m = crate::plan::glob::matcher(&r.glob);
-        if let Some(p) = paths.iter().find(|p| m.is_match(p.as_str())) {
-            let unit = r.unit_of(p);
-            if !pinch_present.contains(&unit) {
-                pinch_present.push(unit);
-            }
-        }
-    }
-    let id = slug(&args.instruction);
-    let skeleton = serde_json::json!({
-        "version": 1,
-        "id": id,
-        "instruction": args.instruction,
-        "subtasks": [
-            {
-                "id": "first-piece",
-                "title": "What this subtask delivers, in a few words",
-                "owned_globs": ["path/to/its/files/**"],
-                "deliverable": "What exists when it is done",
-                "verification": "a command that fails until it is done, e.g. cargo test -p crate-name"
-            },
-            {
-                "id": "second-piece",
-                "title": "…",
-                "owned_globs": ["another/disjoint/path/**"],
-                "deliverable": "…",
-                "verification": "…",
-                "depends_on": ["first-piece"]
-            }
-        ]
-    });
-    let mut out = output::Out::new();
-    let brief = format!(
-        "# Plan brief\n\
-         \n\
-         Instruction: {instruction}\n\
-         \n\
-         You are the lead agent. Split the instruction into subtasks that coding agents\n\
-         will carry out in parallel, each in its own git worktree, and write the plan as\n\
-         JSON (format: docs/plans.md; JSON Schema: `git orch plan schema`).\n\
-         \n\
-         Rules:\n\
-         1. Sole ownership: every subtask lists in owned_globs exactly the files it may\n\
-            change. No file may be owned by two subtasks, including files that do not\n\
-            exist yet. '*' never crosses '/', '**' spans directories.\n\
-         2. Pinch points (lockfiles, migrations, CI and build configuration, deploy\n\
-            manifests, generated barrels) go to one subtask only, which then runs\n\
-            alone (serial_only). Keep them out of the parallel pieces where you can.\n\
-         3. Aim for at least three subtasks that can start at once (no depends_on, not\n\
-            serial, no shared files); with fewer, one agent is usually better.\n\
-         4. Each verification is a real command that fails until the subtask is done\n\
-            and checks that subtask only (not `true`, not `echo`, not the same command\n\
-            for every subtask).\n\
-         5. Use depends_on only where a subtask needs another's result to start.\n\
-         \n\
-         Skeleton:\n\
-         {skeleton}\n\
-         \n\
-         Repository at {head}: {n} files\n\
-         {tree}\n\
-         \n\
-         Pinch points present: {pinch}\n\
-         \n\
-         When the plan is written: `git orch plan check plan.json`, then\n\
-         `git orch plan add plan.json` and ask for approval.",
-        instruction = args.instruction,
-        skeleton = serde_json::to_string_pretty(&skeleton).expect("json"),
-        head = head.map_or("an empty tree".into(), |c| c.to_string()[..12].to_owned()),
-        n = paths.len(),
-        tree = tree_summary(&paths).join("\n"),
-        pinch = if pinch_present.is_empty() {
-            "none".into()
-        } else {
-            pinch_present.join(", ")
-        },
-    );
-    for l in brief.lines() {
-        out.line(l);
-    }
-    Ok(exit::OK)
 }

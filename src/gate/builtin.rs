@@ -115,12 +115,25 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
             }
         }
         GateKind::Scope => {
-            let matchers: Vec<_> = owned.iter().map(|g| glob::matcher(g)).collect();
+            // The same matcher as the analysis and the hooks: plain globs
+            // minus `!` exclusions.
+            let ownership = match glob::Ownership::new(owned) {
+                Ok(o) => o,
+                Err(e) => {
+                    return verdict(
+                        def,
+                        GateStatus::Error,
+                        start,
+                        format!("the subtask's owned globs cannot be used: {e}"),
+                        json!({ "owned_globs": owned }),
+                    );
+                }
+            };
             let outside: Vec<&str> = changes
                 .paths
                 .iter()
                 .map(|c| c.path.as_str())
-                .filter(|p| !matchers.iter().any(|m| m.is_match(p)))
+                .filter(|p| !ownership.is_owned(p))
                 .collect();
             if outside.is_empty() {
                 verdict(
@@ -132,12 +145,25 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                 )
             } else {
                 let shown: Vec<&str> = outside.iter().take(10).copied().collect();
+                // A lockfile out of scope is almost always a dependency
+                // change by a subtask that owns the manifest only.
+                let lockfiles: Vec<&str> = outside
+                    .iter()
+                    .copied()
+                    .filter(|p| crate::plan::pinch::is_lockfile(p))
+                    .collect();
+                let hint = match lockfiles.first() {
+                    Some(l) => format!(
+                        "; {l} is a lockfile, which only the subtask that owns it may change: keep dependencies as they are, or revise the plan so this subtask owns it (docs/plans.md, \"Manifests and lockfiles\")"
+                    ),
+                    None => String::new(),
+                };
                 verdict(
                     def,
                     failed(def),
                     start,
                     format!(
-                        "{} changed path(s) outside the owned globs: {}{}",
+                        "{} changed path(s) outside the owned globs: {}{}{hint}",
                         outside.len(),
                         shown.join(", "),
                         if outside.len() > shown.len() {
@@ -146,7 +172,7 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                             ""
                         }
                     ),
-                    json!({ "out_of_scope": outside, "owned_globs": owned }),
+                    json!({ "out_of_scope": outside, "owned_globs": owned, "lockfiles": lockfiles }),
                 )
             }
         }
@@ -225,5 +251,74 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
             }
         }
         _ => unreachable!("only built-in gates are evaluated here"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::objects::PathChange;
+
+    fn scope_def() -> GateDef {
+        GateDef {
+            name: "scope".into(),
+            kind: GateKind::Scope,
+            mode: crate::event::GateMode::Block,
+            timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn scope_follows_the_ownership_table() {
+        let blob =
+            crate::store::Oid::from_hex(b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391").expect("hex");
+        for (globs, path, owned) in crate::plan::glob::tests::ownership_cases() {
+            let changes = Changes {
+                paths: vec![PathChange {
+                    path: path.clone(),
+                    old: None,
+                    new: Some(blob),
+                    symlink: false,
+                    submodule: false,
+                }],
+                added: Vec::new(),
+                added_files: Vec::new(),
+            };
+            let v = evaluate(&scope_def(), &changes, &globs);
+            let expected = if owned {
+                GateStatus::Pass
+            } else {
+                GateStatus::Fail
+            };
+            assert_eq!(v.status, expected, "{globs:?} {path}: {}", v.summary);
+        }
+    }
+
+    #[test]
+    fn an_out_of_scope_lockfile_says_why() {
+        let blob =
+            crate::store::Oid::from_hex(b"e69de29bb2d1d6434b8b29ae775ad8c2e48c5391").expect("hex");
+        let changes = Changes {
+            paths: ["crates/a/Cargo.toml", "Cargo.lock"]
+                .iter()
+                .map(|p| PathChange {
+                    path: (*p).into(),
+                    old: Some(blob),
+                    new: Some(blob),
+                    symlink: false,
+                    submodule: false,
+                })
+                .collect(),
+            added: Vec::new(),
+            added_files: Vec::new(),
+        };
+        let v = evaluate(&scope_def(), &changes, &["crates/a/**".into()]);
+        assert_eq!(v.status, GateStatus::Fail);
+        assert!(
+            v.summary.contains("Cargo.lock is a lockfile"),
+            "{}",
+            v.summary
+        );
+        assert_eq!(v.details["lockfiles"], serde_json::json!(["Cargo.lock"]));
     }
 }

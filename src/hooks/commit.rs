@@ -61,21 +61,22 @@ pub fn current_branch(worktree: &Path) -> Result<Option<String>, HookError> {
     Ok((out.status.success() && !name.is_empty()).then_some(name))
 }
 
-/// The staged paths in `worktree` that no glob of `globs` matches: every
-/// side of every change (additions, modifications, deletions and both
-/// names of a rename).
+/// The staged paths in `worktree` that `globs` (owned globs, `!`
+/// exclusions included) do not own: every side of every change
+/// (additions, modifications, deletions and both names of a rename).
+/// Globs that cannot be read refuse everything: the hook fails closed.
 pub fn outside_paths(worktree: &Path, globs: &[String]) -> Result<Vec<String>, HookError> {
-    let matchers: Vec<_> = globs
-        .iter()
-        .filter(|g| crate::plan::glob::compile(g).is_ok())
-        .map(|g| crate::plan::glob::matcher(g))
-        .collect();
+    let ownership = crate::plan::glob::Ownership::new(globs).map_err(|e| {
+        HookError::State(format!(
+            "{e}\nhint: the owned globs come from the subtask of the plan; fix them there"
+        ))
+    })?;
     let staged =
         Git::new(worktree).run(["diff", "--cached", "--name-only", "--no-renames", "-z"])?;
     Ok(staged
         .split('\0')
         .filter(|p| !p.is_empty())
-        .filter(|p| !matchers.iter().any(|m| m.is_match(p)))
+        .filter(|p| !ownership.is_owned(p))
         .map(str::to_owned)
         .collect())
 }

@@ -24,7 +24,11 @@
 //!   moving it to commits `verify` rejects. Verification reads the server's
 //!   state as it will be after the push: the log, plan and approval refs
 //!   pushed together with the branch count
-//!   ([`crate::store::Store::with_proposed_refs`]).
+//!   ([`crate::store::Store::with_proposed_refs`]);
+//! * a landing whose changes leave the owned globs of the subtasks it
+//!   landed while the log says their scope gate passed: the hook re-reads
+//!   the landing's diff and asks the same [`crate::plan::glob::Ownership`]
+//!   the gate asked, so a log that does not match the content is caught.
 
 use std::collections::HashSet;
 
@@ -138,6 +142,9 @@ pub fn decide(store: Store, lines: &[ReceiveLine]) -> Result<Decision, HookError
             };
             updates.push((line.reference.clone(), commits));
         }
+    }
+    for (reference, commits) in &updates {
+        refusals.extend(scope_refusals(&store, reference, commits)?);
     }
     let mut decision = verify_updates(
         &store,
@@ -366,4 +373,147 @@ fn check_event(
         )));
     }
     Ok(None)
+}
+
+/// The paths of `changed` that none of `owners` owns: what a landing of
+/// those subtasks may not change.
+pub fn outside_owned<'p>(
+    owners: &[crate::plan::glob::Ownership],
+    changed: &'p [String],
+) -> Vec<&'p str> {
+    changed
+        .iter()
+        .map(String::as_str)
+        .filter(|p| !owners.iter().any(|o| o.is_owned(p)))
+        .collect()
+}
+
+/// Refusals for landings among `commits` (commits a protected branch
+/// gains) that change paths outside the owned globs of the subtasks they
+/// landed although each of those attempts' scope gate recorded a pass. A
+/// scope gate set to `warn` or `skip` by the project is its choice, and is
+/// honoured here too.
+fn scope_refusals(
+    store: &Store,
+    reference: &str,
+    commits: &[Oid],
+) -> Result<Vec<Refusal>, HookError> {
+    use crate::event::{Event, GateStatus};
+    if commits.is_empty() {
+        return Ok(Vec::new());
+    }
+    let view = store.read_log()?;
+    /// The tip before a landing, and the attempts it landed.
+    type Landing = (String, Vec<(RunId, TaskId, u32)>);
+    let mut landings: std::collections::HashMap<String, Landing> = Default::default();
+    for r in view.records() {
+        match &r.event {
+            Event::Landed {
+                run_id,
+                task,
+                attempt,
+                old,
+                new,
+                ..
+            } => landings
+                .entry(new.clone())
+                .or_insert_with(|| (old.clone(), Vec::new()))
+                .1
+                .push((run_id.clone(), task.clone(), *attempt)),
+            Event::LandingVoided { new, .. } => {
+                landings.remove(new);
+            }
+            _ => {}
+        }
+    }
+    if !commits
+        .iter()
+        .any(|c| landings.contains_key(&c.to_string()))
+    {
+        return Ok(Vec::new());
+    }
+    let runs = crate::state::fold(view.records());
+    let mut out = Vec::new();
+    for commit in commits {
+        let Some((old, landed)) = landings.get(&commit.to_string()) else {
+            continue;
+        };
+        let mut owners = Vec::new();
+        let mut enforced = true;
+        let mut names = Vec::new();
+        for (run_id, task, n) in landed {
+            let Some(run) = runs.get(run_id) else {
+                enforced = false;
+                break;
+            };
+            let passed = run
+                .tasks
+                .get(task)
+                .and_then(|t| t.attempts.iter().find(|a| a.n == *n))
+                .and_then(|a| a.verdicts.iter().rev().find(|v| v.gate == "scope"))
+                .is_some_and(|v| v.status == GateStatus::Pass);
+            let plan = crate::run::plan_of(store, run).ok();
+            let ownership = plan
+                .as_ref()
+                .and_then(|p| p.plan.subtask(task.as_str()))
+                .and_then(|s| crate::plan::glob::Ownership::new(&s.owned_globs).ok());
+            match (passed, ownership) {
+                (true, Some(o)) => owners.push(o),
+                // Not judged in scope by the gate, or no plan to judge by:
+                // `verify` speaks for it.
+                _ => {
+                    enforced = false;
+                    break;
+                }
+            }
+            names.push(format!("{run_id}/{task}"));
+        }
+        let Ok(old) = store.parse_oid(old) else {
+            continue;
+        };
+        if !enforced {
+            continue;
+        }
+        let changed: Vec<String> = store
+            .diff_trees(
+                store.commit_info(old)?.tree,
+                store.commit_info(*commit)?.tree,
+            )?
+            .into_iter()
+            .map(|c| c.path)
+            .collect();
+        let outside = outside_owned(&owners, &changed);
+        if outside.is_empty() {
+            continue;
+        }
+        let shown: Vec<&str> = outside.iter().take(MAX_LISTED).copied().collect();
+        out.push(Refusal {
+            reference: reference.to_owned(),
+            commit: Some(commit.to_string()),
+            reason: format!(
+                "the landing {} of {} changes {} path(s) outside their owned globs ({}), though the log says their scope gate passed",
+                &commit.to_string()[..12],
+                names.join(", "),
+                outside.len(),
+                shown.join(", ")
+            ),
+            hint: "the log and the content disagree: land the work again through git-orch".into(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_landing_is_judged_by_the_ownership_table() {
+        for (globs, path, owned) in crate::plan::glob::tests::ownership_cases() {
+            let owners = [crate::plan::glob::Ownership::new(&globs).expect("valid")];
+            let changed = [path.clone()];
+            let outside = outside_owned(&owners, &changed);
+            assert_eq!(outside.is_empty(), owned, "{globs:?} {path}");
+        }
+    }
 }

@@ -269,13 +269,21 @@ pub fn check_branch_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks one owned glob: relative, inside the repository, compilable.
-pub fn check_glob(task: &str, glob: &str) -> Result<(), PlanError> {
+/// Checks one `owned_globs` entry: relative, inside the repository,
+/// compilable; `!glob` is an exclusion, checked the same way.
+pub fn check_glob(task: &str, entry: &str) -> Result<(), PlanError> {
     let fail = |why: &str| {
         Err(PlanError::Invalid(format!(
-            "subtask {task}: owned glob {glob:?} {why}"
+            "subtask {task}: owned glob {entry:?} {why}"
         )))
     };
+    let (excluded, glob) = super::glob::split_exclusion(entry);
+    if excluded && glob.is_empty() {
+        return fail(&super::glob::GlobError::EmptyExclusion.to_string());
+    }
+    if excluded && glob.starts_with('!') {
+        return fail(&super::glob::GlobError::DoubleExclusion.to_string());
+    }
     if glob.trim().is_empty() {
         return fail("is empty");
     }
@@ -290,8 +298,20 @@ pub fn check_glob(task: &str, glob: &str) -> Result<(), PlanError> {
     if glob.split('/').any(|c| c == ".." || c == ".") {
         return fail("has a '.' or '..' component; globs must stay inside the repository");
     }
-    if glob.contains('\\') && !glob.contains("\\[") && !glob.contains("\\]") {
-        return fail("contains '\\'; use '/' as the path separator");
+    // A backslash only escapes glob syntax; anywhere else it is a Windows
+    // separator that would never match.
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\'
+            && !matches!(
+                chars.next(),
+                Some('[' | ']' | '{' | '}' | '*' | '?' | '!' | ',')
+            )
+        {
+            return fail(
+                "contains '\\'; use '/' as the path separator ('\\' only escapes one of []{}*?!,)",
+            );
+        }
     }
     if glob.split('/').any(|c| c == ".git") {
         return fail("reaches into .git; git-orch never lets agents own repository internals");
@@ -299,8 +319,8 @@ pub fn check_glob(task: &str, glob: &str) -> Result<(), PlanError> {
     if glob.chars().any(char::is_control) {
         return fail("contains a control character");
     }
-    if let Err(e) = super::glob::compile(glob) {
-        return fail(&format!("does not compile: {e}"));
+    if let Err(e) = super::glob::check(glob) {
+        return fail(&e.to_string());
     }
     Ok(())
 }
@@ -362,6 +382,9 @@ pub fn validate(plan: &Plan) -> Result<(), PlanError> {
         }
         for g in &s.owned_globs {
             check_glob(id, g)?;
+        }
+        if let Err(e) = super::glob::Ownership::new(&s.owned_globs) {
+            return Err(PlanError::Invalid(format!("subtask {id}: {e}")));
         }
         if let Some(b) = &s.branch {
             check_branch_name(b)
@@ -502,10 +525,39 @@ mod tests {
             "./src/**",
             ".git/config",
             "a{b",
+            "!",
+            "!!src/**",
+            "!/abs/**",
+            "!../up/**",
+            "!.git/**",
+            "!src/[a",
         ] {
             let text = minimal().replace("src/a/**", bad);
             let err = parse(text.as_bytes()).expect_err(bad).to_string();
             assert!(err.contains(&format!("{bad:?}")), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn exclusions_need_something_to_exclude_from() {
+        let only = minimal().replace("[\"src/a/**\"]", "[\"!src/a/**\"]");
+        let err = parse(only.as_bytes())
+            .expect_err("only exclusions")
+            .to_string();
+        assert!(err.contains("only exclusions"), "{err}");
+        let ok = minimal().replace("[\"src/a/**\"]", "[\"!src/a/gen/**\", \"src/a/**\"]");
+        let plan = parse(ok.as_bytes()).expect("exclusion after a glob");
+        assert_eq!(plan.subtasks[0].owned_globs, ["!src/a/gen/**", "src/a/**"]);
+        let escaped = minimal().replace("[\"src/a/**\"]", r#"["src/\\!a.md"]"#);
+        parse(escaped.as_bytes()).expect("an escaped ! is a file name");
+        for bad in [r"src\x", r"!src\x", r"src\"] {
+            let globs = serde_json::to_string(&[bad]).expect("json");
+            let text = minimal().replace("[\"src/a/**\"]", &globs);
+            let err = parse(text.as_bytes()).expect_err(bad).to_string();
+            assert!(
+                err.contains("use '/' as the path separator"),
+                "{bad}: {err}"
+            );
         }
     }
 

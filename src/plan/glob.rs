@@ -1,30 +1,158 @@
-//! Owned-glob semantics, and deciding whether two globs can match one path.
+//! Owned-glob semantics: compiling globs, owning paths with exclusions
+//! ([`Ownership`]), and deciding whether two subtasks can own one path.
 //!
-//! Globs are compiled by globset with `literal_separator`: `*`, `?` and
-//! classes never match `/`, `**` as a whole component matches any number of
+//! Globs are compiled by globset with `literal_separator`: `*` and `?`
+//! never match `/`, `**` as a whole component matches any number of
 //! components (a trailing `**` at least one), `{a,b}` alternates. That is
-//! the gitignore-like reading users expect from `src/**/*.rs`.
+//! the gitignore-like reading users expect from `src/**/*.rs`. A negated
+//! class (`[!a]`) never matches `/` either: globset's own class would, so
+//! [`compile`] adds `/` to every negated class before globset sees it.
 //!
-//! [`relate`] decides, for two globs, whether some path matches both, and
-//! gives a witness path when one does. After brace expansion each glob is a
-//! sequence of components; a component is a tiny regular expression (literal
-//! characters, `?`, `*`, classes), and two of them intersect iff a search of
-//! their product automaton reaches acceptance, which is exact. Sequences are
-//! then aligned by a search in which `**` may consume components. Every
-//! witness is checked against both real globset matchers before it is
-//! believed; if globset disagrees, or brace expansion is too large, the
-//! answer is [`Relation::Unknown`] rather than a guess.
+//! An entry of `owned_globs` starting with `!` is an *exclusion*: a path is
+//! owned when some plain glob matches it and no exclusion does, whatever
+//! the order of the entries. [`Ownership`] is the one matcher of that rule;
+//! the analysis, the scope gate and both hooks use it, so they cannot
+//! disagree.
+//!
+//! [`relate`] and [`relate_owned`] decide whether some path matches two
+//! globs (and none of a list of exclusions), with a witness path when one
+//! does. They are exact: the globs become automata over path bytes
+//! ([`super::automaton`]) and a search of their product either finds a
+//! path or proves there is none. Every witness is checked against the real
+//! globset matchers before it is believed; if globset disagrees, or the
+//! search is too large, the answer is [`Relation::Unknown`] rather than a
+//! guess. [`relate_explicit`], for pinch points, keeps a component-wise
+//! search (below) because it asks a different question: does one glob
+//! *name* the other's files rather than cover them with a wildcard?
 
+use std::borrow::Cow;
 use std::collections::{HashSet, VecDeque};
 
-use globset::{Glob, GlobBuilder, GlobMatcher};
+use globset::{Glob, GlobBuilder, GlobMatcher, GlobSet, GlobSetBuilder};
 
-/// Most alternatives one glob may expand to before analysis gives up.
+use super::automaton::{self, ClassSpan, Nfa, Search};
+
+/// Most alternatives one glob may expand to before the index and the
+/// explicit-naming search give up on expanding it.
 pub const MAX_EXPANSIONS: usize = 256;
+
+/// Why a glob cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    /// A `{` without its `}`.
+    #[error("has an unclosed '{{'; close the group with '}}', or write a literal brace as '[{{]'")]
+    UnclosedBrace,
+    /// Brace groups multiply past [`MAX_EXPANSIONS`].
+    #[error("expands to more than {MAX_EXPANSIONS} alternatives; split it into several globs")]
+    TooManyAlternatives,
+    /// globset refuses it.
+    #[error("does not compile: {0}")]
+    Syntax(String),
+    /// `!` with nothing after it.
+    #[error(
+        "is an exclusion of nothing; write the glob to exclude after the '!' (e.g. \"!src/gen/**\")"
+    )]
+    EmptyExclusion,
+    /// `!!…`: exclusions do not stack.
+    #[error(
+        "starts with '!!'; an exclusion is one '!' before a glob (to own a file whose name starts with '!', write '\\!')"
+    )]
+    DoubleExclusion,
+}
+
+/// Why a set of owned globs cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OwnershipError {
+    /// One entry is not a usable glob.
+    #[error("owned glob {glob:?} {reason}")]
+    Glob { glob: String, reason: GlobError },
+    /// Only exclusions: nothing is owned.
+    #[error(
+        "owned_globs has only exclusions ('!…'), so it owns nothing; add the globs of the files it owns, then exclude from them"
+    )]
+    NoInclusion,
+}
+
+/// Splits an `owned_globs` entry into (is an exclusion, the glob).
+pub fn split_exclusion(entry: &str) -> (bool, &str) {
+    match entry.strip_prefix('!') {
+        Some(rest) => (true, rest),
+        None => (false, entry),
+    }
+}
+
+/// The glob text globset is given: every negated class also refuses `/`
+/// (`[!a]` → `[!a/]`), so that no class matches across components unless
+/// it names `/` itself. Everything else is left as written.
+pub fn normalise(glob: &str) -> Cow<'_, str> {
+    if !glob.contains("[!") && !glob.contains("[^") {
+        return Cow::Borrowed(glob);
+    }
+    let chars: Vec<char> = glob.chars().collect();
+    let mut out = String::with_capacity(glob.len() + 4);
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => {
+                out.push('\\');
+                if let Some(c) = chars.get(i + 1) {
+                    out.push(*c);
+                }
+                i += 2;
+            }
+            '[' => match automaton::class_span(&chars[i + 1..]) {
+                Some(ClassSpan {
+                    negated: true,
+                    ranges,
+                    len,
+                }) => {
+                    out.push('[');
+                    out.push(chars[i + 1]);
+                    let emit = |out: &mut String, (lo, hi): (char, char)| {
+                        out.push(lo);
+                        if lo != hi {
+                            out.push('-');
+                            out.push(hi);
+                        }
+                    };
+                    // The first item keeps its place (a leading `]` or `-`
+                    // is literal only there) and a trailing `-` stays last.
+                    let trailing_dash = ranges.len() > 1 && ranges.last() == Some(&('-', '-'));
+                    let middle_end = ranges.len() - usize::from(trailing_dash);
+                    if let Some(first) = ranges.first() {
+                        emit(&mut out, *first);
+                    }
+                    out.push('/');
+                    for r in ranges.iter().take(middle_end).skip(1) {
+                        emit(&mut out, *r);
+                    }
+                    if trailing_dash {
+                        out.push('-');
+                    }
+                    out.push(']');
+                    i += 1 + len;
+                }
+                Some(ClassSpan { len, .. }) => {
+                    out.extend(&chars[i..i + 1 + len]);
+                    i += 1 + len;
+                }
+                None => {
+                    out.extend(&chars[i..]);
+                    break;
+                }
+            },
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// Compiles `glob` with the semantics described in the module docs.
 pub fn compile(glob: &str) -> Result<Glob, globset::Error> {
-    GlobBuilder::new(glob)
+    GlobBuilder::new(&normalise(glob))
         .literal_separator(true)
         .backslash_escape(true)
         .empty_alternates(true)
@@ -38,69 +166,184 @@ pub fn matcher(glob: &str) -> GlobMatcher {
         .compile_matcher()
 }
 
+/// Checks one glob (not an `owned_globs` entry: no `!`) for use.
+pub fn check(glob: &str) -> Result<(), GlobError> {
+    compile(glob)
+        .map(|_| ())
+        .map_err(|e| GlobError::Syntax(e.kind().to_string()))
+}
+
+/// The files a subtask owns: its plain globs minus its exclusions.
+///
+/// Order-independent: a path is owned when some plain glob matches it and
+/// no exclusion (`!glob`) does. Every place that asks "may this subtask
+/// change this path?" asks this type.
+#[derive(Debug, Clone)]
+pub struct Ownership {
+    include: Vec<String>,
+    exclude: Vec<String>,
+    /// Built on first use: the analysis matches plain globs through its
+    /// index and only asks about exclusions, for a thousand subtasks.
+    include_set: std::sync::OnceLock<GlobSet>,
+    exclude_set: GlobSet,
+}
+
+impl Ownership {
+    /// Reads `owned_globs` entries; `!glob` entries are exclusions.
+    pub fn new<S: AsRef<str>>(entries: &[S]) -> Result<Self, OwnershipError> {
+        let mut include = Vec::new();
+        let mut exclude = Vec::new();
+        let mut exclude_set = GlobSetBuilder::new();
+        for entry in entries {
+            let entry = entry.as_ref();
+            let fail = |reason| OwnershipError::Glob {
+                glob: entry.to_owned(),
+                reason,
+            };
+            let (excluded, glob) = split_exclusion(entry);
+            if excluded && glob.is_empty() {
+                return Err(fail(GlobError::EmptyExclusion));
+            }
+            if excluded && glob.starts_with('!') {
+                return Err(fail(GlobError::DoubleExclusion));
+            }
+            let compiled =
+                compile(glob).map_err(|e| fail(GlobError::Syntax(e.kind().to_string())))?;
+            if excluded {
+                exclude.push(glob.to_owned());
+                exclude_set.add(compiled);
+            } else {
+                include.push(glob.to_owned());
+            }
+        }
+        if include.is_empty() {
+            return Err(OwnershipError::NoInclusion);
+        }
+        Ok(Self {
+            include,
+            exclude,
+            include_set: std::sync::OnceLock::new(),
+            exclude_set: exclude_set.build().expect("globs that compile build a set"),
+        })
+    }
+
+    /// Whether `path` (relative to the repository root) is owned.
+    pub fn is_owned(&self, path: &str) -> bool {
+        let include = self.include_set.get_or_init(|| {
+            let mut b = GlobSetBuilder::new();
+            for g in &self.include {
+                b.add(compile(g).expect("checked when the ownership was made"));
+            }
+            b.build().expect("globs that compile build a set")
+        });
+        include.is_match(path) && !self.is_excluded(path)
+    }
+
+    /// Whether an exclusion matches `path`.
+    pub fn is_excluded(&self, path: &str) -> bool {
+        !self.exclude.is_empty() && self.exclude_set.is_match(path)
+    }
+
+    /// The plain globs.
+    pub fn includes(&self) -> &[String] {
+        &self.include
+    }
+
+    /// The exclusions, without their `!`.
+    pub fn excludes(&self) -> &[String] {
+        &self.exclude
+    }
+}
+
 /// Whether the component contains glob syntax.
 fn is_pattern(component: &str) -> bool {
     component.contains(['*', '?', '[', '\\', '{'])
 }
 
-/// Expands `{a,b}` alternates (globset allows no nesting) into plain globs.
-pub fn expand_braces(glob: &str) -> Result<Vec<String>, String> {
+/// Expands `{a,b}` alternates into plain globs. A `,` or `}` inside a
+/// class or after a backslash is a character, not syntax, as globset reads
+/// it (`src/{[,]a,b}` is `src/[,]a` and `src/b`); nested groups expand from
+/// the inside out.
+pub fn expand_braces(glob: &str) -> Result<Vec<String>, GlobError> {
+    let chars: Vec<char> = glob.chars().collect();
+    let (out, end) = expand_seq(&chars, 0, false)?;
+    debug_assert_eq!(end, chars.len());
+    Ok(out)
+}
+
+/// Expands from `i` until the end (or, `in_group`, until the `,` or `}`
+/// that ends this alternative); returns the alternatives and where it
+/// stopped.
+fn expand_seq(
+    chars: &[char],
+    mut i: usize,
+    in_group: bool,
+) -> Result<(Vec<String>, usize), GlobError> {
     let mut out = vec![String::new()];
-    let mut chars = glob.chars().peekable();
-    let mut in_class = false;
-    while let Some(c) = chars.next() {
-        match c {
+    let push_all = |out: &mut Vec<String>, s: &str| {
+        for o in out.iter_mut() {
+            o.push_str(s);
+        }
+    };
+    while i < chars.len() {
+        match chars[i] {
             '\\' => {
-                let next = chars.next().unwrap_or('\\');
-                for o in &mut out {
-                    o.push('\\');
-                    o.push(next);
+                let mut s = String::from('\\');
+                if let Some(c) = chars.get(i + 1) {
+                    s.push(*c);
                 }
+                push_all(&mut out, &s);
+                i += 2;
             }
-            '[' if !in_class => {
-                in_class = true;
-                for o in &mut out {
-                    o.push(c);
+            '[' => match automaton::class_span(&chars[i + 1..]) {
+                Some(ClassSpan { len, .. }) => {
+                    let s: String = chars[i..i + 1 + len].iter().collect();
+                    push_all(&mut out, &s);
+                    i += 1 + len;
                 }
-            }
-            ']' if in_class => {
-                in_class = false;
-                for o in &mut out {
-                    o.push(c);
+                None => {
+                    push_all(&mut out, "[");
+                    i += 1;
                 }
-            }
-            '{' if !in_class => {
-                let mut group = String::new();
-                let mut closed = false;
-                for g in chars.by_ref() {
-                    if g == '}' {
-                        closed = true;
-                        break;
+            },
+            '{' => {
+                let mut alternatives: Vec<String> = Vec::new();
+                let mut j = i + 1;
+                loop {
+                    let (alts, stop) = expand_seq(chars, j, true)?;
+                    alternatives.extend(alts);
+                    match chars.get(stop) {
+                        Some(',') => j = stop + 1,
+                        Some('}') => {
+                            j = stop + 1;
+                            break;
+                        }
+                        _ => return Err(GlobError::UnclosedBrace),
                     }
-                    group.push(g);
+                    if alternatives.len() > MAX_EXPANSIONS {
+                        return Err(GlobError::TooManyAlternatives);
+                    }
                 }
-                if !closed {
-                    return Err("unclosed '{'".into());
-                }
-                let alternatives: Vec<&str> = group.split(',').collect();
                 if out.len() * alternatives.len() > MAX_EXPANSIONS {
-                    return Err(format!(
-                        "expands to more than {MAX_EXPANSIONS} alternatives"
-                    ));
+                    return Err(GlobError::TooManyAlternatives);
                 }
                 out = out
                     .iter()
                     .flat_map(|o| alternatives.iter().map(move |a| format!("{o}{a}")))
                     .collect();
+                i = j;
             }
-            _ => {
-                for o in &mut out {
-                    o.push(c);
-                }
+            ',' | '}' if in_group => return Ok((out, i)),
+            c => {
+                push_all(&mut out, c.encode_utf8(&mut [0; 4]));
+                i += 1;
             }
         }
     }
-    Ok(out)
+    if in_group {
+        return Err(GlobError::UnclosedBrace);
+    }
+    Ok((out, i))
 }
 
 /// The directory a glob names literally: its leading literal components,
@@ -285,7 +528,63 @@ pub enum Relation {
 
 /// Decides whether some path matches both globs (see the module docs).
 pub fn relate(a: &str, b: &str) -> Relation {
-    relate_with(a, b, false)
+    relate_owned::<&str>(a, b, &[])
+}
+
+/// Decides whether some path matches both `a` and `b` and none of the
+/// `excluded` globs: whether two subtasks, one owning `a` and the other
+/// `b`, could both own a path, given the exclusions of both.
+pub fn relate_owned<S: AsRef<str>>(a: &str, b: &str, excluded: &[S]) -> Relation {
+    let mut budget = automaton::MAX_STATES;
+    relate_within(a, b, excluded, &mut budget)
+}
+
+/// Like [`relate_owned`], drawing the search from a shared `budget` of
+/// automaton states: once it is spent, pairs are [`Relation::Unknown`].
+/// One hostile plan can then not keep `plan check` busy for long.
+pub fn relate_within<S: AsRef<str>>(
+    a: &str,
+    b: &str,
+    excluded: &[S],
+    budget: &mut usize,
+) -> Relation {
+    // The component-wise pre-check reads `/` as a separator, which a class
+    // could match; globs with classes go straight to the automata.
+    if !a.contains('[')
+        && !b.contains('[')
+        && let (Ok(ea), Ok(eb)) = (expand_braces(a), expand_braces(b))
+        && !ea.iter().any(|x| eb.iter().any(|y| may_meet(x, y)))
+    {
+        return Relation::Disjoint;
+    }
+    let norm = |g: &str| normalise(g).into_owned();
+    let excluded: Vec<String> = excluded.iter().map(|e| norm(e.as_ref())).collect();
+    let (Some(na), Some(nb), Some(ne)) = (
+        Nfa::union(&[norm(a)]),
+        Nfa::union(&[norm(b)]),
+        Nfa::union(&excluded),
+    ) else {
+        return Relation::Unknown(format!(
+            "{a:?} or {b:?} could not be read as globset reads it"
+        ));
+    };
+    match automaton::intersect(&na, &nb, &ne, budget) {
+        Search::Empty => Relation::Disjoint,
+        Search::GaveUp(why) => Relation::Unknown(format!("{a:?} vs {b:?}: {why}")),
+        Search::Found(witness) => {
+            let excluded_by = excluded.iter().find(|e| matcher(e).is_match(&witness));
+            if matcher(a).is_match(&witness)
+                && matcher(b).is_match(&witness)
+                && excluded_by.is_none()
+            {
+                Relation::Overlap { witness }
+            } else {
+                Relation::Unknown(format!(
+                    "the witness {witness:?} for {a:?} and {b:?} is not confirmed by globset"
+                ))
+            }
+        }
+    }
 }
 
 /// Like [`relate`], but only counts an overlap where `a` names `b`'s files
@@ -295,10 +594,6 @@ pub fn relate(a: &str, b: &str) -> Relation {
 /// for pinch points, so that `src/**` does not "own" a `migrations`
 /// directory that does not exist while `db/migrations/*.sql` does.
 pub fn relate_explicit(a: &str, b: &str) -> Relation {
-    relate_with(a, b, true)
-}
-
-fn relate_with(a: &str, b: &str, explicit: bool) -> Relation {
     let (ea, eb) = match (expand_braces(a), expand_braces(b)) {
         (Ok(ea), Ok(eb)) => (ea, eb),
         (Err(e), _) => return Relation::Unknown(format!("{a:?} {e}")),
@@ -310,7 +605,7 @@ fn relate_with(a: &str, b: &str, explicit: bool) -> Relation {
             if !may_meet(x, y) {
                 continue;
             }
-            if let Some(witness) = align(x, y, explicit) {
+            if let Some(witness) = align(x, y, true) {
                 // Compiling matchers is the expensive part; only witnesses
                 // need it.
                 if matcher(a).is_match(&witness) && matcher(b).is_match(&witness) {
@@ -669,7 +964,7 @@ impl Component {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn overlap(a: &str, b: &str) -> Option<String> {
@@ -822,7 +1117,247 @@ mod tests {
     #[test]
     fn brace_expansion_is_bounded() {
         assert_eq!(expand_braces("{a,b}/{c,d}").expect("ok").len(), 4);
-        assert!(expand_braces(&"{a,b,c,d}/".repeat(5)).is_err());
+        assert_eq!(
+            expand_braces(&"{a,b,c,d}/".repeat(5)),
+            Err(GlobError::TooManyAlternatives)
+        );
         assert_eq!(expand_braces("[{]x").expect("ok"), ["[{]x"]);
+        assert_eq!(expand_braces("a{b"), Err(GlobError::UnclosedBrace));
+    }
+
+    #[test]
+    fn brace_expansion_respects_classes_escapes_and_nesting() {
+        assert_eq!(
+            expand_braces("src/{[,]a,b}").expect("ok"),
+            ["src/[,]a", "src/b"]
+        );
+        assert_eq!(
+            expand_braces("src/{[}]a,b}").expect("ok"),
+            ["src/[}]a", "src/b"]
+        );
+        assert_eq!(
+            expand_braces(r"src/{\,a,b}").expect("ok"),
+            [r"src/\,a", "src/b"]
+        );
+        assert_eq!(expand_braces("{a,{b,c}}x").expect("ok"), ["ax", "bx", "cx"]);
+        assert_eq!(expand_braces("{a,}x").expect("ok"), ["ax", "x"]);
+        // Every expansion means what globset means by the whole.
+        for g in ["src/{[,]a,b}", r"src/{\,a,b}", "{a,{b,c}}x", "{a,}x"] {
+            let m = matcher(g);
+            for v in expand_braces(g).expect("ok") {
+                let path = v.replace(['[', ']', '\\'], "");
+                assert!(m.is_match(&path), "{g}: {path}");
+            }
+        }
+    }
+
+    #[test]
+    fn negated_classes_never_match_a_separator() {
+        assert_eq!(normalise("a[!b]c"), "a[!b/]c");
+        assert_eq!(normalise("a[!]b]c"), "a[!]/b]c");
+        assert_eq!(normalise("a[!b-]c"), "a[!b/-]c");
+        assert_eq!(normalise("a[!-b]c"), "a[!-/b]c");
+        assert_eq!(normalise("a[^x-z]"), "a[^x-z/]");
+        assert_eq!(normalise(r"\[!b]"), r"\[!b]");
+        assert_eq!(normalise("[ab]"), "[ab]");
+        let m = matcher("a[!b]c");
+        assert!(m.is_match("axc"));
+        assert!(!m.is_match("abc"));
+        assert!(!m.is_match("a/c"));
+        for (g, yes, no) in [
+            ("a[!]b]c", "axc", "a]c"),
+            ("a[!b-]c", "axc", "a-c"),
+            ("a[!-b]c", "axc", "a-c"),
+        ] {
+            assert!(matcher(g).is_match(yes), "{g} {yes}");
+            assert!(!matcher(g).is_match(no), "{g} {no}");
+            assert!(!matcher(g).is_match("a/c"), "{g}");
+        }
+    }
+
+    #[test]
+    fn ownership_subtracts_exclusions_in_any_order() {
+        let own = Ownership::new(&["crates/core/flags/**", "!crates/core/flags/complete/**"])
+            .expect("valid");
+        let reversed = Ownership::new(&["!crates/core/flags/complete/**", "crates/core/flags/**"])
+            .expect("valid");
+        for (path, owned) in [
+            ("crates/core/flags/mod.rs", true),
+            ("crates/core/flags/doc/x.md", true),
+            ("crates/core/flags/complete/bash.rs", false),
+            ("crates/core/flags/complete", true),
+            ("crates/core/main.rs", false),
+        ] {
+            assert_eq!(own.is_owned(path), owned, "{path}");
+            assert_eq!(reversed.is_owned(path), owned, "{path}");
+        }
+        assert_eq!(own.excludes(), ["crates/core/flags/complete/**"]);
+        assert_eq!(
+            Ownership::new(&["!a/**"]).err(),
+            Some(OwnershipError::NoInclusion)
+        );
+        for (bad, reason) in [
+            ("!", GlobError::EmptyExclusion),
+            ("!!a", GlobError::DoubleExclusion),
+        ] {
+            assert_eq!(
+                Ownership::new(&["a/**", bad]).err(),
+                Some(OwnershipError::Glob {
+                    glob: bad.into(),
+                    reason
+                })
+            );
+        }
+        assert!(matches!(
+            Ownership::new(&["a/**", "![z-a]"]),
+            Err(OwnershipError::Glob {
+                reason: GlobError::Syntax(_),
+                ..
+            })
+        ));
+        // An escaped '!' is a file name, not an exclusion.
+        let bang = Ownership::new(&[r"\!notes.md"]).expect("valid");
+        assert!(bang.is_owned("!notes.md"));
+    }
+
+    /// The table every owner of the rule is tested against (the scope
+    /// gate, both hooks and the analysis read it too).
+    pub(crate) fn ownership_cases() -> Vec<(Vec<String>, String, bool)> {
+        let cases: Vec<serde_json::Value> =
+            serde_json::from_str(include_str!("../../fixtures/data/ownership-cases.json"))
+                .expect("the table is JSON");
+        cases
+            .iter()
+            .map(|c| {
+                let globs = c["globs"]
+                    .as_array()
+                    .expect("globs")
+                    .iter()
+                    .map(|g| g.as_str().expect("glob").to_owned())
+                    .collect();
+                let path = c["path"].as_str().expect("path").to_owned();
+                (globs, path, c["owned"].as_bool().expect("owned"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn ownership_follows_the_table() {
+        for (globs, path, owned) in ownership_cases() {
+            let o = Ownership::new(&globs).expect("valid");
+            assert_eq!(o.is_owned(&path), owned, "{globs:?} {path}");
+        }
+    }
+
+    #[test]
+    fn exclusions_can_remove_an_overlap_exactly() {
+        let ex = |e: &[&str], a, b| relate_owned(a, b, e);
+        assert_eq!(
+            ex(
+                &["crates/core/flags/complete/**"],
+                "crates/core/flags/**",
+                "crates/core/flags/complete/**"
+            ),
+            Relation::Disjoint
+        );
+        // `**` under an exclusion: every tests folder at any depth.
+        assert_eq!(
+            ex(&["**/tests/**"], "**/*.rs", "crates/*/tests/**"),
+            Relation::Disjoint
+        );
+        // Excluding part of the overlap leaves the rest.
+        let Relation::Overlap { witness } = ex(&["src/api/**"], "src/**", "src/**/*.rs") else {
+            panic!("src/**/*.rs outside src/api still overlaps");
+        };
+        assert!(!witness.starts_with("src/api/"), "{witness}");
+        // An exclusion naming a file, not the directory, removes little.
+        assert!(matches!(
+            ex(&["src/api"], "src/**", "src/api/**"),
+            Relation::Overlap { .. }
+        ));
+        // Exclusions from both sides count together.
+        assert_eq!(
+            ex(&["a/x/**", "a/y/**"], "a/{x,y}/**", "a/*/**"),
+            Relation::Disjoint
+        );
+    }
+
+    /// A tiny deterministic generator (xorshift), so the property test
+    /// needs no dependency and fails the same way every time.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+            &items[(self.next() % items.len() as u64) as usize]
+        }
+    }
+
+    fn random_glob(rng: &mut Rng) -> String {
+        const PARTS: &[&str] = &[
+            "a", "b", "ab", "*", "?", "[ab]", "[!a]", "a*", "*b", "**", "{a,b}", "{a,}", "a?",
+            "[a-c]*", "{a,b*}", "c",
+        ];
+        let n = 1 + rng.next() % 4;
+        (0..n)
+            .map(|_| *rng.pick(PARTS))
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    fn all_paths() -> Vec<String> {
+        let names = ["a", "b", "c", "ab", "ba", "aa", "bb", "x", "abc"];
+        let mut out: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+        let mut last = out.clone();
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for p in &last {
+                for n in &names[..6] {
+                    next.push(format!("{p}/{n}"));
+                }
+            }
+            out.extend(next.iter().cloned());
+            last = next;
+        }
+        out
+    }
+
+    /// The pattern-level check against globset itself: whenever a generated
+    /// path is owned by both sides, the check must not say "disjoint", and
+    /// every witness it gives must be owned by both.
+    #[test]
+    fn pattern_level_overlap_agrees_with_globset_on_generated_paths() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let paths = all_paths();
+        for case in 0..400 {
+            let (a, b) = (random_glob(&mut rng), random_glob(&mut rng));
+            let excluded: Vec<String> = if case % 2 == 0 {
+                vec![random_glob(&mut rng)]
+            } else {
+                Vec::new()
+            };
+            let (ma, mb) = (matcher(&a), matcher(&b));
+            let mex: Vec<GlobMatcher> = excluded.iter().map(|e| matcher(e)).collect();
+            let owned_by_both =
+                |p: &str| ma.is_match(p) && mb.is_match(p) && !mex.iter().any(|m| m.is_match(p));
+            let example = paths.iter().find(|p| owned_by_both(p));
+            match relate_owned(&a, &b, &excluded) {
+                Relation::Disjoint => assert!(
+                    example.is_none(),
+                    "{a} vs {b} minus {excluded:?} said disjoint, but {example:?} is owned by both"
+                ),
+                Relation::Overlap { witness } => assert!(
+                    owned_by_both(&witness),
+                    "{a} vs {b} minus {excluded:?}: bad witness {witness}"
+                ),
+                Relation::Unknown(why) => panic!("{a} vs {b} minus {excluded:?} undecided: {why}"),
+            }
+        }
     }
 }

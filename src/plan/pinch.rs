@@ -16,6 +16,14 @@
 //! Built-in rules skip files inside test-data directories (`tests/`,
 //! `testdata/`, `fixtures/`, …): a `Cargo.lock` in a test fixture is data a
 //! test reads, not the lockfile of the build. Custom rules always apply.
+//!
+//! [`present`] lists the pinch points a tree holds; `plan check` and the
+//! lead agent's brief both print that one list. [`locked_manifests`] pairs
+//! each manifest (`Cargo.toml`, `package.json`, …) with the lockfile that
+//! records its resolved dependencies: a crate's `Cargo.toml` is not a pinch
+//! point itself (that would make every crate's subtask serial), but
+//! changing its dependencies rewrites the workspace `Cargo.lock`, which
+//! the analysis must say.
 
 use serde::Serialize;
 
@@ -260,6 +268,178 @@ impl PinchRule {
     }
 }
 
+/// A pinch point present in a tree.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct PinchPoint {
+    /// The guarded unit: a file, or a directory for directory rules.
+    pub unit: String,
+    pub kind: PinchKind,
+}
+
+/// Every pinch point of `paths` under `rules`, sorted by unit: what `plan
+/// check` applies, and what the brief lists.
+pub fn present(paths: &[String], rules: &[PinchRule]) -> Vec<PinchPoint> {
+    let mut builder = globset::GlobSetBuilder::new();
+    for r in rules {
+        builder.add(super::glob::compile(&r.glob).expect("pinch globs are valid"));
+    }
+    let set = builder.build().expect("pinch globs build a set");
+    let mut out = std::collections::BTreeSet::new();
+    let mut hits = Vec::new();
+    for path in paths {
+        set.matches_into(path.as_str(), &mut hits);
+        for &r in &hits {
+            let rule = &rules[r];
+            if rule.applies_to(path) {
+                out.insert(PinchPoint {
+                    unit: rule.unit_of(path),
+                    kind: rule.kind,
+                });
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Lockfile names and the manifest names whose dependencies they lock
+/// (`*.ext` means any file with that extension).
+pub const LOCKS: &[(&str, &[&str])] = &[
+    ("Cargo.lock", &["Cargo.toml"]),
+    ("package-lock.json", &["package.json"]),
+    ("npm-shrinkwrap.json", &["package.json"]),
+    ("yarn.lock", &["package.json"]),
+    ("pnpm-lock.yaml", &["package.json"]),
+    ("bun.lockb", &["package.json"]),
+    ("bun.lock", &["package.json"]),
+    ("deno.lock", &["deno.json", "deno.jsonc"]),
+    ("poetry.lock", &["pyproject.toml"]),
+    ("uv.lock", &["pyproject.toml"]),
+    ("pdm.lock", &["pyproject.toml"]),
+    ("Pipfile.lock", &["Pipfile"]),
+    ("Gemfile.lock", &["Gemfile", "*.gemspec"]),
+    ("composer.lock", &["composer.json"]),
+    ("go.sum", &["go.mod"]),
+    ("go.work.sum", &["go.work"]),
+    ("mix.lock", &["mix.exs"]),
+    ("Package.resolved", &["Package.swift"]),
+    ("Podfile.lock", &["Podfile"]),
+    ("pubspec.lock", &["pubspec.yaml"]),
+    ("flake.lock", &["flake.nix"]),
+    ("gradle.lockfile", &["build.gradle", "build.gradle.kts"]),
+    ("packages.lock.json", &["*.csproj", "*.fsproj", "*.vbproj"]),
+    ("paket.lock", &["paket.dependencies"]),
+    ("conan.lock", &["conanfile.txt", "conanfile.py"]),
+    ("stack.yaml.lock", &["stack.yaml", "package.yaml"]),
+    ("cabal.project.freeze", &["cabal.project", "*.cabal"]),
+    ("renv.lock", &["DESCRIPTION"]),
+];
+
+/// A manifest and the lockfile that locks its dependencies.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct LockedManifest {
+    pub manifest: String,
+    pub lockfile: String,
+}
+
+/// Whether `path` is named like a lockfile of [`LOCKS`].
+pub fn is_lockfile(path: &str) -> bool {
+    let name = file_name(path);
+    LOCKS.iter().any(|(lock, _)| *lock == name)
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn dir_of(path: &str) -> &str {
+    path.rfind('/').map_or("", |i| &path[..i])
+}
+
+fn names_manifest(pattern: &str, name: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(ext) => name.len() > ext.len() && name.ends_with(ext),
+        None => pattern == name,
+    }
+}
+
+/// Every path named like a manifest of [`LOCKS`] (`Cargo.toml`,
+/// `package.json`, …), outside test-data directories.
+pub fn manifests(paths: &[String]) -> Vec<&str> {
+    let data_rule = PinchRule {
+        kind: PinchKind::Lockfile,
+        glob: String::new(),
+        unit: None,
+    };
+    paths
+        .iter()
+        .filter(|p| {
+            let name = file_name(p);
+            LOCKS
+                .iter()
+                .any(|(_, m)| m.iter().any(|m| names_manifest(m, name)))
+                && data_rule.applies_to(p)
+        })
+        .map(String::as_str)
+        .collect()
+}
+
+/// Every manifest of `paths` that a lockfile pinch point locks: the
+/// lockfile of its ecosystem in its own directory or, failing that, the
+/// nearest directory above it (a Cargo or npm workspace keeps one lockfile
+/// at its root). `points` are the tree's pinch points ([`present`]), so
+/// lockfiles that are not pinch points (trimmed in `.orch/config`, or test
+/// data) lock nothing here.
+pub fn locked_manifests(paths: &[String], points: &[PinchPoint]) -> Vec<LockedManifest> {
+    // Lockfile rules guard files, so their units are the lockfiles' paths.
+    let lockfiles: std::collections::HashSet<&str> = points
+        .iter()
+        .filter(|p| p.kind == PinchKind::Lockfile)
+        .map(|p| p.unit.as_str())
+        .collect();
+    if lockfiles.is_empty() {
+        return Vec::new();
+    }
+    let data_rule = PinchRule {
+        kind: PinchKind::Lockfile,
+        glob: String::new(),
+        unit: None,
+    };
+    let mut out = Vec::new();
+    for path in paths {
+        let name = file_name(path);
+        let locks: Vec<&str> = LOCKS
+            .iter()
+            .filter(|(_, manifests)| manifests.iter().any(|m| names_manifest(m, name)))
+            .map(|(lock, _)| *lock)
+            .collect();
+        if locks.is_empty() || !data_rule.applies_to(path) {
+            continue;
+        }
+        let mut dir = dir_of(path);
+        let found = loop {
+            let hit = locks.iter().find_map(|lock| {
+                let candidate = if dir.is_empty() {
+                    (*lock).to_owned()
+                } else {
+                    format!("{dir}/{lock}")
+                };
+                lockfiles.contains(candidate.as_str()).then_some(candidate)
+            });
+            if hit.is_some() || dir.is_empty() {
+                break hit;
+            }
+            dir = dir_of(dir);
+        };
+        if let Some(lockfile) = found {
+            out.push(LockedManifest {
+                manifest: path.clone(),
+                lockfile,
+            });
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +495,56 @@ mod tests {
                 .any(|r| r.glob == "schema/**" && r.kind == PinchKind::Custom)
         );
         assert!(!r.iter().any(|r| r.glob == "**/Cargo.lock"));
+    }
+
+    fn paths(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn present_lists_every_unit_once() {
+        let p = paths(&[
+            "Cargo.lock",
+            "fuzz/Cargo.lock",
+            "tests/data/Cargo.lock",
+            "db/migrations/1.sql",
+            "db/migrations/2.sql",
+            "src/main.rs",
+        ]);
+        let units: Vec<String> = present(&p, &rules(&[], &[]))
+            .into_iter()
+            .map(|p| p.unit)
+            .collect();
+        assert_eq!(units, ["Cargo.lock", "db/migrations", "fuzz/Cargo.lock"]);
+    }
+
+    #[test]
+    fn manifests_are_locked_by_the_nearest_lockfile_of_their_ecosystem() {
+        let p = paths(&[
+            "Cargo.toml",
+            "Cargo.lock",
+            "crates/a/Cargo.toml",
+            "fuzz/Cargo.toml",
+            "fuzz/Cargo.lock",
+            "web/package.json",
+            "tests/fixture/Cargo.toml",
+            "tools/go.mod",
+        ]);
+        let locked = locked_manifests(&p, &present(&p, &rules(&[], &[])));
+        let pairs: Vec<(&str, &str)> = locked
+            .iter()
+            .map(|l| (l.manifest.as_str(), l.lockfile.as_str()))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("Cargo.toml", "Cargo.lock"),
+                ("crates/a/Cargo.toml", "Cargo.lock"),
+                ("fuzz/Cargo.toml", "fuzz/Cargo.lock"),
+            ]
+        );
+        // A lockfile switched off in .orch/config locks nothing.
+        let trimmed = rules(&[], &["**/Cargo.lock".into()]);
+        assert!(locked_manifests(&p, &present(&p, &trimmed)).is_empty());
     }
 }

@@ -772,7 +772,8 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
         Event::Initialized { .. }
         | Event::PlanAdded { .. }
         | Event::ApprovalRecorded { .. }
-        | Event::DebugMarker { .. } => {}
+        | Event::DebugMarker { .. }
+        | Event::PlanRound { .. } => {}
         Event::Claimed {
             run_id,
             what,

@@ -1,0 +1,775 @@
+//! The lead agent: `git orch plan new --agent` runs an agent that writes
+//! the plan, round by round, until the plan passes the check.
+//!
+//! A session checks the base out into a detached worktree under
+//! `.git/orch/lead/<session>/` (the agent reads the repository there, so
+//! nothing it does touches the user's work tree), and runs the agent the
+//! way attempts run theirs: the same adapters ([`crate::agent`]), its own
+//! process group with a timeout ([`crate::process::GroupChild`]), output
+//! masked line by line, usage parsed from what it printed. The prompt is
+//! the brief ([`crate::plan::brief`]); it names the file the agent must
+//! write the plan to, which is also `ORCH_PLAN_FILE`. git-orch then checks
+//! the plan exactly as `plan check` does ([`crate::approval::review`]);
+//! when blocking findings remain, they go back to the agent in the next
+//! round's prompt, with its plan left in the file to fix.
+//!
+//! Every round is a `plan_round` event. After every round the draft is
+//! saved (to `--out`, or under `.git/orch/drafts/`), so what the agent
+//! wrote is never lost. The checkout is removed when the session ends,
+//! however it ends. This module never prints; the command renders what it
+//! returns and the progress it reports.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::agent::{self, AgentSpec, Availability, PromptInput};
+use crate::approval::{self, Review};
+use crate::event::{AgentUsage, Event, PlanRoundOutcome};
+use crate::gate::masking;
+use crate::plan::format::{self, MAX_PLAN_BYTES, Plan};
+use crate::plan::{brief, pinch};
+use crate::process::{Git, GroupChild, GroupSpec};
+use crate::store::{Oid, Store, StoreError};
+
+/// Rounds when `--rounds` is not given.
+pub const DEFAULT_ROUNDS: u32 = 3;
+/// Grace between SIGTERM and SIGKILL when the agent is stopped.
+const GRACE: Duration = Duration::from_secs(3);
+/// Bytes of agent output kept in a round's event.
+const TAIL_BYTES: usize = 2 * 1024;
+/// Problems recorded per round in the event (all of them go to the agent),
+/// and the bytes kept of each.
+const PROBLEMS_RECORDED: usize = 20;
+const PROBLEM_BYTES: usize = 500;
+
+/// The first `max` bytes of `text`, cut at a character boundary, with `…`
+/// when cut.
+fn head_chars(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// What a session needs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub instruction: String,
+    /// The agent's name (a built-in or `[agent "NAME"]`).
+    pub agent: String,
+    /// The most rounds to run (at least 1).
+    pub rounds: u32,
+    /// The commit to plan against (default `HEAD`).
+    pub base: Option<String>,
+    /// Where to save the draft; checked with [`check_out`] first.
+    pub out: Option<PathBuf>,
+    /// How long one round may take (default: the agent's `timeout`, else
+    /// `orch.timeout`).
+    pub timeout: Option<Duration>,
+    /// Stop before another round once reported cost reaches this (USD).
+    pub budget: Option<f64>,
+}
+
+/// Why a session could not start or went wrong; nothing to keep.
+#[derive(Debug, thiserror::Error)]
+pub enum LeadError {
+    #[error("there is no commit to plan against\nhint: commit something first, or give --base")]
+    NoBase,
+    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
+    BadBase(String),
+    #[error("{0}")]
+    Agent(#[from] crate::agent::AgentError),
+    #[error(
+        "the lead agent {agent} cannot run: `{program}` is not on PATH\nhint: install it, or choose another agent with --agent (git orch agents lists them)"
+    )]
+    Missing { agent: String, program: String },
+    #[error("{0}")]
+    Out(String),
+    #[error("{0}")]
+    Review(#[from] approval::ReviewError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> LeadError {
+    let context = context.into();
+    move |source| LeadError::Io { context, source }
+}
+
+/// Where a draft may be saved: an absolute path whose folder exists,
+/// which is not there yet and is not inside the repository's git folder.
+/// Returns whether it is inside the work tree and not ignored there, where
+/// an untracked file makes `git orch run` refuse to start.
+pub fn check_out(store: &Store, out: &Path) -> Result<bool, LeadError> {
+    let bad = |why: String| Err(LeadError::Out(why));
+    if !out.is_absolute() {
+        return bad(format!("--out {} is not an absolute path", out.display()));
+    }
+    let Some(name) = out.file_name() else {
+        return bad(format!("--out {} names no file", out.display()));
+    };
+    let parent = out.parent().unwrap_or(Path::new("/"));
+    let Ok(parent) = parent.canonicalize() else {
+        return bad(format!(
+            "--out {}: the folder {} does not exist\nhint: create it, or choose another --out",
+            out.display(),
+            parent.display()
+        ));
+    };
+    let out = parent.join(name);
+    if std::fs::symlink_metadata(&out).is_ok() {
+        return bad(format!(
+            "--out {} already exists; git-orch does not overwrite it\nhint: remove it, or choose another --out",
+            out.display()
+        ));
+    }
+    let git_dir = store
+        .common_dir()
+        .canonicalize()
+        .unwrap_or_else(|_| store.common_dir().to_owned());
+    if out.starts_with(&git_dir) {
+        return bad(format!(
+            "--out {} is inside the repository's git folder {}\nhint: save drafts in the work tree or elsewhere; without --out they go to {}",
+            out.display(),
+            git_dir.display(),
+            git_dir.join("orch/drafts").display()
+        ));
+    }
+    let Some(workdir) = store.workdir() else {
+        return Ok(false);
+    };
+    let workdir = workdir
+        .canonicalize()
+        .unwrap_or_else(|_| workdir.to_owned());
+    if !out.starts_with(&workdir) {
+        return Ok(false);
+    }
+    let ignored = Git::new(&workdir)
+        .output([
+            std::ffi::OsStr::new("check-ignore"),
+            std::ffi::OsStr::new("-q"),
+            std::ffi::OsStr::new("--"),
+            out.as_os_str(),
+        ])
+        .is_ok_and(|o| o.status.success());
+    Ok(!ignored)
+}
+
+/// Progress of a session, for the command to show.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// The checkout is ready and the agent starts.
+    RoundStarted {
+        round: u32,
+        rounds: u32,
+        agent: String,
+        base: String,
+    },
+    /// The round's plan was checked.
+    RoundEnded {
+        round: u32,
+        rounds: u32,
+        report: Round,
+    },
+}
+
+/// One round, as the command reports it.
+#[derive(Debug, Clone)]
+pub struct Round {
+    pub round: u32,
+    pub outcome: PlanRoundOutcome,
+    pub blocking: usize,
+    pub warnings: usize,
+    /// What went back to the agent (or would have).
+    pub problems: Vec<String>,
+    /// Files it changed in its checkout (discarded).
+    pub stray: usize,
+    pub usage: AgentUsage,
+}
+
+/// How a session ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum End {
+    /// The last plan passes the check.
+    Passed,
+    /// The rounds ran out with a plan that still fails (or none).
+    Failed,
+    /// The agent became unavailable (rate limited, missing) mid-session.
+    Unavailable(String),
+    /// Reported cost reached `--budget` before the plan passed.
+    Budget { spent: f64, budget: f64 },
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// What a session produced.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: String,
+    pub end: End,
+    pub rounds: Vec<Round>,
+    /// Where the draft is (`None` if the agent never wrote a plan file).
+    pub draft: Option<PathBuf>,
+    /// The last round's plan and its review, when it was a valid plan.
+    pub plan: Option<(Plan, Review)>,
+    /// The commit checked against, and how it was named.
+    pub base: Oid,
+    pub base_name: String,
+    /// Total reported cost.
+    pub cost_usd: f64,
+}
+
+/// A fresh drafts path for `instruction`: `.git/orch/drafts/<slug>.json`,
+/// numbered when taken.
+fn draft_path(store: &Store, instruction: &str) -> PathBuf {
+    let dir = store.orch_dir().join("drafts");
+    let slug = brief::slug(instruction);
+    let mut path = dir.join(format!("{slug}.json"));
+    let mut n = 2;
+    while path.exists() {
+        path = dir.join(format!("{slug}-{n}.json"));
+        n += 1;
+    }
+    path
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a
+/// crash never leaves half a draft.
+fn save(path: &Path, bytes: &[u8]) -> Result<(), LeadError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+    }
+    let tmp = path.with_extension("json.tmp");
+    std::fs::write(&tmp, bytes).map_err(io(format!("writing {}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
+}
+
+/// The detached checkout of a session; removed on drop, however the
+/// session ends.
+struct Checkout<'a> {
+    store: &'a Store,
+    path: PathBuf,
+}
+
+impl Drop for Checkout<'_> {
+    fn drop(&mut self) {
+        if self.path.exists() {
+            let _ = self.store.remove_worktree(&self.path, true);
+        }
+        if self.path.exists() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+        let _ = self.store.forget_worktree(&self.path);
+    }
+}
+
+/// What reading the plan file gave.
+enum Written {
+    Nothing,
+    Unreadable(String),
+    Bytes(Vec<u8>),
+}
+
+fn read_plan_file(path: &Path) -> Written {
+    use std::io::Read;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(_) => return Written::Nothing,
+    };
+    if !meta.file_type().is_file() {
+        return Written::Unreadable(format!(
+            "{} is not a regular file (a link or a folder); write the plan into the file itself",
+            path.display()
+        ));
+    }
+    let mut bytes = Vec::new();
+    match std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_PLAN_BYTES as u64 + 1).read_to_end(&mut bytes))
+    {
+        Ok(_) => Written::Bytes(bytes),
+        Err(e) => Written::Unreadable(format!("{} cannot be read: {e}", path.display())),
+    }
+}
+
+/// Paths the agent changed in its checkout, other than the plan file, and
+/// whether it moved HEAD (committed).
+fn stray_changes(checkout: &Path, base: Oid, plan_name: &str) -> usize {
+    let git = Git::new(checkout);
+    let status = git
+        .run([
+            "status",
+            "--porcelain",
+            "-z",
+            "--untracked-files=all",
+            "--no-renames",
+        ])
+        .unwrap_or_default();
+    // Entries are `XY path`.
+    let changed = status
+        .split('\0')
+        .filter_map(|e| e.get(3..))
+        .filter(|path| !path.is_empty() && *path != plan_name)
+        .count();
+    let moved = git
+        .run(["rev-parse", "HEAD"])
+        .is_ok_and(|h| h.trim() != base);
+    changed + usize::from(moved)
+}
+
+/// Puts the checkout back to the base, keeping nothing the agent changed.
+fn reset_checkout(checkout: &Path, base: Oid) -> Result<(), LeadError> {
+    let git = Git::new(checkout);
+    let base = base.to_string();
+    git.run(["checkout", "-q", "--detach", "--force", &base])
+        .and_then(|_| git.run(["clean", "-q", "-f", "-d", "-x"]))
+        .map(|_| ())
+        .map_err(|e| LeadError::Out(format!("cannot reset the lead agent's checkout: {e}")))
+}
+
+/// A file name for the plan at the checkout's root that the base tree
+/// does not hold.
+fn plan_name(paths: &[String]) -> String {
+    let mut name = ".orch-plan.json".to_owned();
+    let mut n = 2;
+    while paths.contains(&name) {
+        name = format!(".orch-plan-{n}.json");
+        n += 1;
+    }
+    name
+}
+
+/// Runs a session to its end.
+pub async fn run(
+    store: &Store,
+    opts: &Options,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    progress: &dyn Fn(Progress),
+) -> Result<Session, LeadError> {
+    let (base, base_name) = match &opts.base {
+        Some(b) => (
+            store
+                .resolve_commit(b)?
+                .ok_or_else(|| LeadError::BadBase(b.clone()))?,
+            b.clone(),
+        ),
+        None => (
+            store.resolve_commit("HEAD")?.ok_or(LeadError::NoBase)?,
+            "HEAD".to_owned(),
+        ),
+    };
+    let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)?;
+    let spec = AgentSpec::resolve(&opts.agent, &settings.agents)?;
+    if let Some(program) = agent::probe_program(&spec)
+        && !crate::process::on_path(&program)
+    {
+        return Err(LeadError::Missing {
+            agent: spec.name.clone(),
+            program,
+        });
+    }
+    let timeout = opts
+        .timeout
+        .or(spec.timeout_secs.map(Duration::from_secs))
+        .unwrap_or(settings.timeout);
+    let paths = store.tree_paths(base)?;
+    let rules = pinch::rules(&settings.pinch_paths, &settings.pinch_ignore);
+    let id: String = crate::ids::random_bytes::<6>()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let session_dir = store.orch_dir().join("lead").join(&id);
+    let draft = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| draft_path(store, &opts.instruction));
+    let base_label = format!("{base_name} ({})", &base.to_string()[..12]);
+    let checkout = Checkout {
+        store,
+        path: session_dir.join("checkout"),
+    };
+    store.add_worktree_detached(&checkout.path, base)?;
+    let plan_name = plan_name(&paths);
+    let plan_file = checkout.path.join(&plan_name);
+    let plan_file_text = plan_file.to_string_lossy().into_owned();
+    let brief_text = brief::render(&brief::BriefInput {
+        instruction: &opts.instruction,
+        base: &base_label,
+        paths: &paths,
+        rules: &rules,
+        plan_file: Some(&plan_file_text),
+    });
+
+    let mut session = Session {
+        id: id.clone(),
+        end: End::Failed,
+        rounds: Vec::new(),
+        draft: None,
+        plan: None,
+        base,
+        base_name: base_name.clone(),
+        cost_usd: 0.0,
+    };
+    let mut last_bytes: Option<Vec<u8>> = None;
+    let mut problems: Vec<String> = Vec::new();
+    for round in 1..=opts.rounds.max(1) {
+        if let Some(budget) = opts.budget
+            && round > 1
+            && session.cost_usd >= budget
+        {
+            session.end = End::Budget {
+                spent: session.cost_usd,
+                budget,
+            };
+            break;
+        }
+        let round_dir = session_dir.join(format!("round-{round}"));
+        std::fs::create_dir_all(&round_dir)
+            .map_err(io(format!("creating {}", round_dir.display())))?;
+        let mut prompt = brief_text.clone();
+        if round > 1 {
+            reset_checkout(&checkout.path, base)?;
+            if let Some(bytes) = &last_bytes {
+                std::fs::write(&plan_file, bytes)
+                    .map_err(io(format!("writing {}", plan_file.display())))?;
+            }
+            prompt.push_str(&brief::round_context(
+                round,
+                opts.rounds,
+                &plan_file_text,
+                &problems,
+            ));
+        }
+        let prompt = masking::mask_text(&prompt);
+        let prompt_file = round_dir.join("prompt.md");
+        std::fs::write(&prompt_file, &prompt)
+            .map_err(io(format!("writing {}", prompt_file.display())))?;
+        progress(Progress::RoundStarted {
+            round,
+            rounds: opts.rounds,
+            agent: spec.name.clone(),
+            base: base_label.clone(),
+        });
+        let ran = run_agent(
+            &spec,
+            AgentRun {
+                prompt: &prompt,
+                prompt_file: &prompt_file,
+                workdir: &checkout.path,
+                log_dir: &round_dir,
+                round,
+                rounds: opts.rounds,
+                plan_file: &plan_file,
+                base,
+                session: &id,
+                timeout,
+            },
+            cancel,
+        )
+        .await;
+        let stray = stray_changes(&checkout.path, base, &plan_name);
+        session.cost_usd += ran.usage.cost_usd.unwrap_or(0.0);
+
+        // What the agent wrote, checked as `plan check` checks it.
+        let mut outcome;
+        let mut blocking = 0;
+        let mut warnings = 0;
+        let mut plan_id = None;
+        let mut hash = None;
+        session.plan = None;
+        match read_plan_file(&plan_file) {
+            Written::Nothing => {
+                outcome = PlanRoundOutcome::Missing;
+                problems = vec![format!(
+                    "- you wrote no plan: the file {plan_file_text} does not exist"
+                )];
+            }
+            Written::Unreadable(why) => {
+                outcome = PlanRoundOutcome::Invalid;
+                problems = vec![format!("- {why}")];
+            }
+            Written::Bytes(bytes) => {
+                save(&draft, &bytes)?;
+                session.draft = Some(draft.clone());
+                match format::parse(&bytes) {
+                    Err(e) => {
+                        outcome = PlanRoundOutcome::Invalid;
+                        problems = vec![format!("- the file is not a valid plan: {e}")];
+                    }
+                    Ok(plan) => {
+                        let mut review = approval::review(store, &plan, Some(&base.to_string()))?;
+                        review.base_name = base_name.clone();
+                        blocking = review.analysis.blocking();
+                        warnings = review.analysis.findings.len() - blocking;
+                        outcome = if blocking == 0 {
+                            PlanRoundOutcome::Passed
+                        } else {
+                            PlanRoundOutcome::Blocked
+                        };
+                        problems = brief::findings_text(&review.analysis);
+                        plan_id = Some(plan.id.clone());
+                        hash = Some(format::plan_hash(&plan));
+                        session.plan = Some((plan, review));
+                    }
+                }
+                last_bytes = Some(bytes);
+            }
+        }
+        if stray > 0 {
+            problems.push(format!(
+                "- you changed {stray} file(s) of the checkout besides the plan; they were thrown away (the checkout is read-only)"
+            ));
+        }
+        if let Some(why) = &ran.failed {
+            problems.insert(0, format!("- the agent {why}"));
+            if outcome != PlanRoundOutcome::Passed {
+                outcome = PlanRoundOutcome::AgentFailed;
+            }
+        }
+        if ran.interrupted {
+            outcome = PlanRoundOutcome::Interrupted;
+        }
+        let problems_masked: Vec<String> = problems.iter().map(|p| masking::mask_text(p)).collect();
+        store.append(vec![Event::PlanRound {
+            session: id.clone(),
+            round,
+            rounds: opts.rounds,
+            agent: spec.name.clone(),
+            base: base.to_string(),
+            outcome,
+            plan_id,
+            hash,
+            blocking,
+            warnings,
+            problems: problems_masked
+                .iter()
+                .take(PROBLEMS_RECORDED)
+                .map(|p| head_chars(p, PROBLEM_BYTES))
+                .collect(),
+            draft: draft.to_string_lossy().into_owned(),
+            stray,
+            exit: ran.exit,
+            timed_out: ran.timed_out,
+            duration_ms: ran.duration_ms,
+            usage: ran.usage.clone(),
+            tail: ran.tail.clone(),
+        }])?;
+        let report = Round {
+            round,
+            outcome,
+            blocking,
+            warnings,
+            problems: problems_masked,
+            stray,
+            usage: ran.usage,
+        };
+        session.rounds.push(report.clone());
+        progress(Progress::RoundEnded {
+            round,
+            rounds: opts.rounds,
+            report,
+        });
+        if ran.interrupted {
+            session.end = End::Interrupted;
+            break;
+        }
+        if let Some(why) = ran.unavailable {
+            session.end = End::Unavailable(why);
+            break;
+        }
+        if outcome == PlanRoundOutcome::Passed {
+            session.end = End::Passed;
+            break;
+        }
+    }
+    if session.end == End::Failed
+        && let Some(budget) = opts.budget
+        && session.cost_usd >= budget
+        && session.rounds.len() < opts.rounds as usize
+    {
+        session.end = End::Budget {
+            spent: session.cost_usd,
+            budget,
+        };
+    }
+    drop(checkout);
+    Ok(session)
+}
+
+/// One agent run's inputs.
+struct AgentRun<'a> {
+    prompt: &'a str,
+    prompt_file: &'a Path,
+    workdir: &'a Path,
+    log_dir: &'a Path,
+    round: u32,
+    rounds: u32,
+    plan_file: &'a Path,
+    base: Oid,
+    session: &'a str,
+    timeout: Duration,
+}
+
+/// How the agent's run went.
+struct Ran {
+    exit: Option<i32>,
+    timed_out: bool,
+    interrupted: bool,
+    duration_ms: u64,
+    usage: AgentUsage,
+    tail: String,
+    /// Why the run did not succeed, in words after "the agent".
+    failed: Option<String>,
+    /// Set when the agent cannot run at all now (missing, rate limited).
+    unavailable: Option<String>,
+}
+
+/// Runs the agent once, in its own process group, as attempts do.
+async fn run_agent(
+    spec: &AgentSpec,
+    run: AgentRun<'_>,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Ran {
+    let inv = agent::invocation(
+        spec,
+        &PromptInput {
+            prompt: run.prompt,
+            prompt_file: run.prompt_file,
+            workdir: run.workdir,
+            task: "lead",
+            attempt: run.round,
+        },
+    );
+    let mut env: Vec<(String, String)> = vec![
+        ("ORCH_ROLE".into(), "lead".into()),
+        ("ORCH_TASK".into(), "lead".into()),
+        ("ORCH_ATTEMPT".into(), run.round.to_string()),
+        ("ORCH_ROUND".into(), run.round.to_string()),
+        ("ORCH_ROUNDS".into(), run.rounds.to_string()),
+        ("ORCH_SESSION".into(), run.session.to_owned()),
+        ("ORCH_BASE".into(), run.base.to_string()),
+        ("ORCH_AGENT".into(), spec.name.clone()),
+        (
+            "ORCH_PLAN_FILE".into(),
+            run.plan_file.to_string_lossy().into_owned(),
+        ),
+        (
+            "ORCH_PROMPT_FILE".into(),
+            run.prompt_file.to_string_lossy().into_owned(),
+        ),
+    ];
+    env.extend(spec.env.clone());
+    env.extend(inv.env.clone());
+    let group = GroupSpec {
+        program: inv.program.clone(),
+        args: inv.args.clone(),
+        cwd: run.workdir.to_owned(),
+        env,
+        env_remove: ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        stdin: inv.stdin.clone(),
+        stdout: run.log_dir.join("agent.out"),
+        stderr: run.log_dir.join("agent.err"),
+        filter: Some(masking::line_filter()),
+    };
+    let start = Instant::now();
+    let mut child = match GroupChild::spawn(&group) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("could not start: {e}");
+            return Ran {
+                exit: None,
+                timed_out: false,
+                interrupted: false,
+                duration_ms: 0,
+                usage: AgentUsage::default(),
+                tail: String::new(),
+                failed: Some(why.clone()),
+                unavailable: Some(why),
+            };
+        }
+    };
+    let ended = child
+        .wait(tokio::time::Instant::now() + run.timeout, cancel, GRACE)
+        .await;
+    let stdout = std::fs::read(&group.stdout).unwrap_or_default();
+    let parsed = agent::parse_usage(spec.kind, &stdout);
+    let tail = format!(
+        "{}{}",
+        crate::process::tail_of(&group.stdout, TAIL_BYTES),
+        crate::process::tail_of(&group.stderr, TAIL_BYTES)
+    );
+    let unavailable = if ended.timed_out || ended.cancelled {
+        None
+    } else {
+        match agent::classify_exit(spec.kind, ended.exit, &tail) {
+            Availability::Available => None,
+            Availability::Missing => Some("its program is missing".to_owned()),
+            Availability::RateLimited => Some("it is rate limited".to_owned()),
+        }
+    };
+    let failed = if ended.timed_out {
+        Some(format!(
+            "was stopped after {}s (the round's timeout)",
+            run.timeout.as_secs()
+        ))
+    } else if ended.cancelled {
+        Some("was interrupted".to_owned())
+    } else if let Some(u) = &unavailable {
+        Some(format!("is unavailable: {u}"))
+    } else if ended.exit != Some(0) {
+        Some(match ended.exit {
+            Some(c) => format!("exited with status {c}"),
+            None => "was killed by a signal".to_owned(),
+        })
+    } else {
+        None
+    };
+    Ran {
+        exit: ended.exit,
+        timed_out: ended.timed_out,
+        interrupted: ended.cancelled,
+        duration_ms: start.elapsed().as_millis() as u64,
+        usage: AgentUsage {
+            input_tokens: parsed.input_tokens,
+            output_tokens: parsed.output_tokens,
+            cost_usd: parsed.cost_usd,
+        },
+        tail: masking::mask_text(&crate::gate::command::tail_chars(&tail, TAIL_BYTES)),
+        failed,
+        unavailable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_problems_keep_their_start() {
+        assert_eq!(head_chars("short", 10), "short");
+        assert_eq!(head_chars("ééééé", 5), "éé…");
+    }
+
+    #[test]
+    fn the_plan_file_name_avoids_files_of_the_tree() {
+        assert_eq!(plan_name(&[]), ".orch-plan.json");
+        assert_eq!(
+            plan_name(&[".orch-plan.json".into(), ".orch-plan-2.json".into()]),
+            ".orch-plan-3.json"
+        );
+    }
+}
