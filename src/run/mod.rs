@@ -527,16 +527,16 @@ fn refuse_dirty(store: &Store, plan: &Plan, target: &str) -> Result<(), RunError
     let Some(w) = store.workdir() else {
         return Ok(());
     };
-    let owned: Vec<globset::GlobMatcher> = plan
+    // An approved plan's globs compile; one that does not owns nothing.
+    let owned: Vec<crate::plan::glob::Ownership> = plan
         .subtasks
         .iter()
-        .flat_map(|s| s.owned_globs.iter())
-        .map(|g| crate::plan::glob::matcher(g))
+        .filter_map(|s| crate::plan::glob::Ownership::new(&s.owned_globs).ok())
         .collect();
     let paths: Vec<String> = store
         .dirty_paths(w)?
         .into_iter()
-        .filter(|(p, untracked)| !untracked || owned.iter().any(|m| m.is_match(p)))
+        .filter(|(p, untracked)| !untracked || owned.iter().any(|o| o.is_owned(p)))
         .map(|(p, untracked)| {
             if untracked {
                 format!("{p} (untracked)")
