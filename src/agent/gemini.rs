@@ -5,13 +5,23 @@
 //! google-gemini/gemini-cli) and the headless-mode reference
 //! (<https://geminicli.com/docs/cli/headless/>):
 //!
-//! - `--approval-mode yolo`: "approval mode for tool execution"; `yolo`
-//!   approves every tool call, file edits and shell commands alike, which an
-//!   unattended run needs. The older `--yolo` / `-y` is documented as
-//!   deprecated in favour of this.
-//! - `--output-format json`: "a single JSON object when the response is
-//!   complete" with `response`, `stats` (token counts per model) and, on
-//!   failure, `error`.
+//! - `--approval-mode yolo`: "auto-approve all tools", file edits and shell
+//!   commands alike. Passed only inside git-orch's sandbox, or with
+//!   `bypassPermissions = true`. Otherwise `--approval-mode auto_edit`
+//!   ("auto-approve edit tools") with `--allowed-tools
+//!   run_shell_command(<command>)` for the subtask's verification and the
+//!   gate commands (the flag is marked deprecated in favour of policy
+//!   files, but still works in 0.61).
+//! - `--output-format stream-json`: one JSON event per line as the agent
+//!   works, ending with a `result` event carrying `stats` (token counts);
+//!   streaming rather than `json` means the runner sees retries and errors
+//!   as they happen.
+//! - `GEMINI_CLI_TRUST_WORKSPACE=true` in the environment: Gemini CLI
+//!   0.61 refuses to run headless in a folder the user has not trusted
+//!   ("Gemini CLI is not running in a trusted directory", exit 55), and
+//!   every attempt worktree is a new folder. The variable trusts it for
+//!   this run only and, unlike `--skip-trust`, older releases ignore it
+//!   rather than rejecting an unknown flag.
 //! - `--model M` (`-m`).
 //! - `--prompt=<prompt>` (`-p`): "forces non-interactive mode". Written with
 //!   `=` because yargs will not take a separate value that starts with `-`
@@ -24,12 +34,36 @@
 use serde_json::Value;
 
 use super::usage::{Usage, count, count0, json_lines};
-use super::{AgentSpec, Invocation, PromptInput, base_invocation, prompt_fits_argv};
+use super::{AgentSpec, Invocation, Permissions, PromptInput, base_invocation, prompt_fits_argv};
 
-pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
+pub(super) fn invocation(
+    spec: &AgentSpec,
+    input: &PromptInput,
+    bypass: bool,
+    permissions: &Permissions,
+) -> Invocation {
     let mut inv = base_invocation(spec);
+    inv.env
+        .push(("GEMINI_CLI_TRUST_WORKSPACE".into(), "true".into()));
+    inv.args.push("--approval-mode".into());
+    if bypass {
+        inv.args.push("yolo".into());
+    } else {
+        inv.args.push("auto_edit".into());
+        let commands: Vec<&String> = permissions
+            .allowed_commands
+            .iter()
+            .filter(|c| !c.trim().is_empty())
+            .collect();
+        if !commands.is_empty() {
+            inv.args.push("--allowed-tools".into());
+            for c in commands {
+                inv.args.push(format!("run_shell_command({})", c.trim()));
+            }
+        }
+    }
     inv.args
-        .extend(["--approval-mode", "yolo", "--output-format", "json"].map(String::from));
+        .extend(["--output-format".to_owned(), "stream-json".to_owned()]);
     if let Some(model) = &spec.model {
         inv.args.extend(["--model".to_owned(), model.clone()]);
     }
@@ -89,13 +123,20 @@ pub(super) fn parse_usage(text: &str) -> Usage {
             continue;
         };
         if let Some(models) = stats.get("models").and_then(Value::as_object) {
-            let (mut input, mut output, mut requests) = (0, 0, 0u64);
-            for model in models.values() {
+            let (mut input, mut output, mut cached, mut requests) = (0, 0, 0, 0u64);
+            // The model that did most of the work names the run's model.
+            let mut most = 0;
+            for (name, model) in models {
                 let Some(tokens) = model.get("tokens") else {
                     continue;
                 };
+                if usage.model.is_none() || count0(tokens, "prompt") > most {
+                    most = count0(tokens, "prompt");
+                    usage.model = Some(name.clone());
+                }
                 input += count0(tokens, "prompt") + count0(tokens, "tool");
                 output += count0(tokens, "candidates") + count0(tokens, "thoughts");
+                cached += count0(tokens, "cached");
                 requests += model
                     .get("api")
                     .map(|api| count0(api, "totalRequests"))
@@ -103,6 +144,7 @@ pub(super) fn parse_usage(text: &str) -> Usage {
             }
             usage.input_tokens = input;
             usage.output_tokens = output;
+            usage.cache_read_tokens = cached;
             usage.turns = (requests > 0)
                 .then(|| u32::try_from(requests).ok())
                 .flatten();
@@ -110,6 +152,7 @@ pub(super) fn parse_usage(text: &str) -> Usage {
         {
             usage.input_tokens = count0(stats, "input_tokens");
             usage.output_tokens = count0(stats, "output_tokens");
+            usage.cache_read_tokens = count0(stats, "cached");
         }
         let failed = doc.get("error").is_some_and(|e| !e.is_null())
             || (is_result_event
@@ -140,10 +183,14 @@ mod tests {
         }
     }
 
+    fn run(spec: &AgentSpec, prompt: &str, bypass: bool) -> Invocation {
+        invocation(spec, &input(prompt), bypass, &Permissions::default())
+    }
+
     #[test]
     fn argv_without_model_or_args() {
         let spec = AgentSpec::builtin("gemini").expect("built-in");
-        let inv = invocation(&spec, &input("Implement the parser.\nThen test it."));
+        let inv = run(&spec, "Implement the parser.\nThen test it.", true);
         assert_eq!(inv.program, "gemini");
         assert_eq!(
             inv.args,
@@ -151,11 +198,37 @@ mod tests {
                 "--approval-mode",
                 "yolo",
                 "--output-format",
-                "json",
+                "stream-json",
                 "--prompt=Implement the parser.\nThen test it.",
             ]
         );
         assert_eq!(inv.stdin, None);
+        assert_eq!(
+            inv.env,
+            [("GEMINI_CLI_TRUST_WORKSPACE".to_owned(), "true".to_owned())]
+        );
+    }
+
+    #[test]
+    fn argv_outside_the_sandbox_auto_edits_and_allows_the_checks() {
+        let spec = AgentSpec::builtin("gemini").expect("built-in");
+        let perms = Permissions {
+            allowed_commands: vec!["npm test".into()],
+            ..Permissions::default()
+        };
+        let inv = crate::agent::invocation_in(&spec, &input("x"), &perms);
+        assert_eq!(
+            inv.args,
+            [
+                "--approval-mode",
+                "auto_edit",
+                "--allowed-tools",
+                "run_shell_command(npm test)",
+                "--output-format",
+                "stream-json",
+                "--prompt=x",
+            ]
+        );
     }
 
     #[test]
@@ -163,14 +236,14 @@ mod tests {
         let mut spec = AgentSpec::builtin("gemini").expect("built-in");
         spec.model = Some("gemini-2.5-flash".into());
         spec.args = vec!["--sandbox".into()];
-        let inv = invocation(&spec, &input("-x"));
+        let inv = run(&spec, "-x", true);
         assert_eq!(
             inv.args,
             [
                 "--approval-mode",
                 "yolo",
                 "--output-format",
-                "json",
+                "stream-json",
                 "--model",
                 "gemini-2.5-flash",
                 "--sandbox",
@@ -183,7 +256,7 @@ mod tests {
     fn long_prompt_goes_to_stdin() {
         let spec = AgentSpec::builtin("gemini").expect("built-in");
         let prompt = "g".repeat(MAX_PROMPT_ARG_BYTES + 1);
-        let inv = invocation(&spec, &input(&prompt));
+        let inv = run(&spec, &prompt, true);
         assert!(inv.args.iter().all(|a| !a.starts_with("--prompt")));
         assert_eq!(inv.stdin.as_deref(), Some(prompt.as_bytes()));
     }
@@ -196,11 +269,15 @@ mod tests {
             Usage {
                 input_tokens: 24939 + 1207,
                 output_tokens: 420 + 154 + 35,
+                cache_read_tokens: 21263,
                 cost_usd: None,
                 turns: Some(5),
                 is_error: Some(false),
+                model: usage.model.clone(),
+                ..Usage::default()
             }
         );
+        assert!(usage.model.is_some());
         assert_eq!(
             crate::agent::parse_usage(AgentKind::Gemini, JSON.as_bytes()),
             usage

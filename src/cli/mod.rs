@@ -23,6 +23,7 @@ pub mod plan;
 pub mod progress;
 pub mod run;
 pub mod status;
+pub mod supervise;
 pub mod sync;
 pub mod task;
 pub mod verify;
@@ -135,6 +136,8 @@ pub enum Command {
     Debug(debug::DebugArgs),
     #[command(hide = true)]
     DemoAgent(demo::DemoAgentArgs),
+    #[command(hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// The directory a command works in, absolute (gix's discovery panics on a
@@ -178,6 +181,14 @@ pub fn main() -> u8 {
             return code;
         }
     };
+    if let Command::Supervise(args) = &cli.command {
+        supervise::run(args);
+    }
+    // Agents, gates and setup commands run under this binary's supervisor,
+    // so none outlives this process.
+    if let Ok(exe) = std::env::current_exe() {
+        crate::process::use_supervisor(exe);
+    }
     match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
@@ -211,5 +222,6 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Debug(args) => debug::run(cli, args),
         Command::Demo(args) => demo::run(cli, args),
         Command::DemoAgent(args) => demo::agent(cli, args),
+        Command::Supervise(args) => supervise::run(args),
     }
 }

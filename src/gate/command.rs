@@ -1,6 +1,11 @@
 //! Command gates: build, test, lint and the subtask's verification, run
 //! with `sh -c` in the attempt's worktree with the `ORCH_*` environment.
 //!
+//! They get the same cleaned environment as agents (the allow-list of
+//! `sandbox`, so no `GIT_DIR` redirecting them and no credentials they do
+//! not need) and, for an attempt's gates, the same sandbox, with a fresh
+//! private home each time so nothing the agent left there reaches them.
+//!
 //! Output goes through the secret mask on its way to the log file; the
 //! verdict keeps a masked tail and, where the output is a test runner's,
 //! the failing test names.
@@ -27,11 +32,30 @@ pub struct Place<'a> {
     pub log_dir: &'a Path,
 }
 
-/// Runs one command gate to a verdict.
+/// The sandbox a gate runs in, and the repository it reads.
+pub struct Confinement<'a> {
+    pub sandbox: &'a crate::sandbox::Sandbox,
+    pub common_dir: &'a Path,
+}
+
+/// Runs one command gate to a verdict, with the cleaned environment but no
+/// sandbox (the merge queue's integration gate).
 pub async fn run(
     def: &GateDef,
     command: &str,
     place: &Place<'_>,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Verdict {
+    run_confined(def, command, place, None, cancel).await
+}
+
+/// Runs one command gate to a verdict, in `confinement`'s sandbox when
+/// given.
+pub async fn run_confined(
+    def: &GateDef,
+    command: &str,
+    place: &Place<'_>,
+    confinement: Option<&Confinement<'_>>,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Verdict {
     let start = Instant::now();
@@ -46,10 +70,12 @@ pub async fn run(
         cwd: place.worktree.to_owned(),
         env: place.env.to_vec(),
         env_remove: Vec::new(),
+        env_clear: false,
         stdin: None,
         stdout: log("out"),
         stderr: log("err"),
         filter: Some(super::masking::line_filter()),
+        on_line: None,
     };
     let base = Verdict {
         gate: def.name.clone(),
@@ -62,7 +88,34 @@ pub async fn run(
         tail: String::new(),
         details: serde_json::Value::Null,
     };
-    let mut child = match GroupChild::spawn(&spec) {
+    let none = crate::sandbox::Sandbox::none();
+    let confined = match confinement {
+        Some(c) => crate::launch::command(
+            c.sandbox,
+            spec,
+            c.common_dir,
+            place.log_dir,
+            &format!("gate-{}-home", def.name),
+        ),
+        // No sandbox, but the same cleaned environment.
+        None => none
+            .wrap(
+                spec,
+                &crate::sandbox::Confine {
+                    worktree: place.worktree,
+                    common_dir: place.worktree,
+                    branch_ref: None,
+                    writable: &[],
+                    home: place.log_dir,
+                    home_files: &[],
+                    pass_env: &[],
+                    program: "sh",
+                },
+            )
+            .map_err(|e| e.to_string()),
+    };
+    let spawned = confined.and_then(|s| GroupChild::spawn(&s).map_err(|e| e.to_string()));
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             return Verdict {
