@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use crate::agent::preflight::{self, Finding, Probe, Severity};
 use crate::agent::{AgentKind, AgentSpec, PromptInput};
+use crate::config::Settings;
 use crate::sandbox::Sandbox;
 
 /// What is known about one agent here.
@@ -138,4 +139,32 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
         .expect("preflight cache lock")
         .insert(key, result.clone());
     result
+}
+
+/// What a run says once at its start: how agents are confined when `auto`
+/// found no sandbox, and each agent of `names` that cannot work here, with
+/// the fix (the run then falls back past it).
+pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let sandbox = match crate::sandbox::resolve(&settings.sandbox) {
+        Ok(s) => s,
+        Err(e) => return vec![e.to_string()],
+    };
+    if let Some(w) = sandbox.warning() {
+        out.push(format!("warning: {w}"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for name in names {
+        if !seen.insert(name.clone()) {
+            continue;
+        }
+        let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
+            continue;
+        };
+        let report = check(&spec, &sandbox, false);
+        if let Some(why) = report.blocker() {
+            out.push(format!("warning: agent {name} cannot work here: {why}"));
+        }
+    }
+    out
 }

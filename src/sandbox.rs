@@ -155,7 +155,14 @@ pub fn probe() -> Result<(), String> {
                 None => Err("bwrap could not be started".into()),
                 Some((Some(0), _)) => Ok(()),
                 Some((code, out)) => {
-                    let why = out.trim().lines().last().unwrap_or("").trim().to_owned();
+                    let why = out
+                        .trim()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .trim()
+                        .trim_end_matches('.')
+                        .to_owned();
                     Err(match (code, why.is_empty()) {
                         (Some(c), true) => format!("bwrap exited {c}"),
                         (None, true) => "bwrap did not finish".into(),
@@ -396,6 +403,19 @@ fn worktree_git_dir(worktree: &Path) -> Option<PathBuf> {
     })
 }
 
+/// `OPTION SOURCE DEST` for bwrap.
+fn bind(args: &mut Vec<String>, option: &str, source: &Path, dest: &Path) {
+    args.push(option.to_owned());
+    args.push(source.to_string_lossy().into_owned());
+    args.push(dest.to_string_lossy().into_owned());
+}
+
+/// `OPTION PATH` for bwrap.
+fn flag(args: &mut Vec<String>, option: &str, path: &str) {
+    args.push(option.to_owned());
+    args.push(path.to_owned());
+}
+
 fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_owned())
 }
@@ -521,26 +541,17 @@ impl Sandbox {
         if !self.network {
             args.push("--unshare-net".into());
         }
-        let mut arg = |a: &str, b: &Path, c: &Path| {
-            args.push(a.to_owned());
-            args.push(b.to_string_lossy().into_owned());
-            args.push(c.to_string_lossy().into_owned());
-        };
-        arg("--ro-bind", Path::new("/"), Path::new("/"));
-        let mut flag = |a: &str, p: &str| {
-            args.push(a.to_owned());
-            args.push(p.to_owned());
-        };
-        flag("--dev", "/dev");
-        flag("--proc", "/proc");
-        flag("--tmpfs", "/tmp");
+        bind(&mut args, "--ro-bind", Path::new("/"), Path::new("/"));
+        flag(&mut args, "--dev", "/dev");
+        flag(&mut args, "--proc", "/proc");
+        flag(&mut args, "--tmpfs", "/tmp");
         if Path::new("/var/tmp").is_dir() {
-            flag("--tmpfs", "/var/tmp");
+            flag(&mut args, "--tmpfs", "/var/tmp");
         }
         // Agent sockets (ssh-agent, gpg-agent, D-Bus) live here; a
         // read-only mount would not stop a connect.
         if Path::new("/run/user").is_dir() {
-            flag("--tmpfs", "/run/user");
+            flag(&mut args, "--tmpfs", "/run/user");
         }
         let host = host_env();
         for var in ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR"] {
@@ -556,85 +567,106 @@ impl Sandbox {
                     && !dir.starts_with("/tmp")
                     && !dir.starts_with("/run/user")
                 {
-                    flag("--tmpfs", &dir.to_string_lossy());
+                    flag(&mut args, "--tmpfs", &dir.to_string_lossy());
                 }
             }
         }
-        // The private home folder, with the agent's own files copied in
-        // and the toolchains under the real one visible again.
+        // The real home folder is hidden behind an empty read-only one, with
+        // the toolchains installed under it visible again; HOME points at
+        // a private folder holding copies of the agent's own files.
         std::fs::create_dir_all(confine.home).map_err(io(confine.home))?;
-        let home_dir = canonical(confine.home);
+        let private_home = canonical(confine.home);
         let real_home = home.as_ref().map(|h| canonical(h));
-        let target_home = home.clone().unwrap_or_else(|| home_dir.clone());
         if let Some(real) = &real_home {
             let mut budget = HOME_COPY_LIMIT;
             let mut files: Vec<&str> = environment::BASE_HOME_FILES.to_vec();
             files.extend(confine.home_files.iter().map(String::as_str));
             for rel in files {
                 let from = real.join(rel);
-                let to = home_dir.join(rel);
+                let to = private_home.join(rel);
                 if from.exists() && !to.exists() {
                     let _ = copy_into(&from, &to, &mut budget);
                 }
             }
         }
-        let mut arg = |a: &str, b: &Path, c: &Path| {
-            args.push(a.to_owned());
-            args.push(b.to_string_lossy().into_owned());
-            args.push(c.to_string_lossy().into_owned());
-        };
-        arg("--bind", &home_dir, &target_home);
-        if let Some(real) = &real_home {
+        if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
+            flag(&mut args, "--tmpfs", &real.to_string_lossy());
             for root in toolchain_roots(real, env_map.get("PATH").copied(), confine.program) {
-                arg("--ro-bind", &root, &root);
+                bind(&mut args, "--ro-bind", &root, &root);
                 // Registry tokens sit inside some toolchain folders.
                 for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
                     let file = real.join(secret);
                     if file.starts_with(&root) && file.is_file() {
-                        arg("--ro-bind", Path::new("/dev/null"), &file);
+                        bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
                     }
                 }
             }
         }
-        // The repository's git folder, read-only (it may sit under /tmp or
-        // the home folder, which are private now) …
+        // The repository, read-only: its working tree (the user's main
+        // checkout) and git folder, and every attempt worktree, may sit
+        // under /tmp or the home folder, which are private now; shown
+        // read-only, a write there fails instead of landing in a private
+        // copy nobody sees.
         let common = canonical(confine.common_dir);
-        arg("--ro-bind", &common, &common);
         let worktree = canonical(confine.worktree);
-        // … with what the worktree's git needs to record its index, and,
-        // for a command that commits, to write objects and move the
-        // attempt's branch.
+        let main_checkout = (common.file_name().is_some_and(|n| n == ".git"))
+            .then(|| common.parent().map(Path::to_owned))
+            .flatten();
+        let worktree_root = worktree.parent().and_then(Path::parent).map(Path::to_owned);
+        for shown in main_checkout
+            .iter()
+            .chain(worktree_root.iter())
+            .chain([&common])
+        {
+            let useful = shown != Path::new("/")
+                && real_home
+                    .as_ref()
+                    .is_none_or(|h| shown != h && !h.starts_with(shown))
+                && shown.is_dir();
+            if useful {
+                bind(&mut args, "--ro-bind", shown, shown);
+            }
+        }
+        // What the worktree's git needs to record its index, and, for a
+        // command that commits, to write objects and move the attempt's
+        // branch.
         if let Some(git_dir) = worktree_git_dir(&worktree).map(|d| canonical(&d))
             && git_dir.starts_with(&common)
             && git_dir.is_dir()
         {
-            arg("--bind", &git_dir, &git_dir);
+            bind(&mut args, "--bind", &git_dir, &git_dir);
         }
         if let Some(branch) = confine.branch_ref {
             let objects = common.join("objects");
-            arg("--bind", &objects, &objects);
+            bind(&mut args, "--bind", &objects, &objects);
             if let Some((dir, _)) = branch.rsplit_once('/') {
                 for base in [common.join(dir), common.join("logs").join(dir)] {
                     std::fs::create_dir_all(&base).map_err(io(&base))?;
-                    arg("--bind", &base, &base);
+                    bind(&mut args, "--bind", &base, &base);
                 }
             }
         }
-        arg("--bind", &worktree, &worktree);
+        bind(&mut args, "--bind", &worktree, &worktree);
+        bind(&mut args, "--bind", &private_home, &private_home);
         for w in confine.writable {
             std::fs::create_dir_all(w).map_err(io(w))?;
             let w = canonical(w);
-            arg("--bind", &w, &w);
+            bind(&mut args, "--bind", &w, &w);
         }
         for p in &self.ro_bind {
             if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
-                arg("--ro-bind", &p, &p);
+                bind(&mut args, "--ro-bind", &p, &p);
             }
         }
         for p in &self.bind {
             if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
-                arg("--bind", &p, &p);
+                bind(&mut args, "--bind", &p, &p);
             }
+        }
+        // Read-only only now: bwrap made the mount points for the binds
+        // above inside it first.
+        if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
+            flag(&mut args, "--remount-ro", &real.to_string_lossy());
         }
         args.push("--chdir".into());
         args.push(worktree.to_string_lossy().into_owned());
@@ -643,7 +675,20 @@ impl Sandbox {
         args.append(&mut spec.args);
         spec.program = "bwrap".into();
         spec.args = args;
-        spec.env = env;
+        spec.env = env
+            .into_iter()
+            .map(|(k, v)| {
+                if k == "HOME" {
+                    (k, private_home.to_string_lossy().into_owned())
+                } else {
+                    (k, v)
+                }
+            })
+            .collect();
+        if !spec.env.iter().any(|(k, _)| k == "HOME") {
+            spec.env
+                .push(("HOME".into(), private_home.to_string_lossy().into_owned()));
+        }
         Ok(spec)
     }
 

@@ -165,6 +165,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         ));
         return Ok(exit::OK);
     }
+    // Once per run: how agents are confined, and which cannot work here.
+    let mut agents = vec![ctx.run_settings.agent.clone()];
+    agents.extend(ctx.run_settings.fallback.iter().cloned());
+    agents.extend(ctx.plan().subtasks.iter().filter_map(|t| t.agent.clone()));
+    for line in crate::preflight::notices(&ctx.settings, &agents) {
+        output::status(&line);
+    }
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));

@@ -38,24 +38,45 @@ pub struct Confinement<'a> {
     pub common_dir: &'a Path,
 }
 
-/// Runs one command gate to a verdict, with the cleaned environment but no
-/// sandbox (the merge queue's integration gate).
-pub async fn run(
+/// Runs one command gate to a verdict in the sandbox `settings` ask for
+/// (the merge queue's integration gate on a candidate).
+pub async fn run_in(
     def: &GateDef,
     command: &str,
     place: &Place<'_>,
+    settings: &crate::config::Settings,
+    common_dir: &Path,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Verdict {
-    run_confined(def, command, place, None, cancel).await
+    match crate::sandbox::resolve(&settings.sandbox) {
+        Ok(sandbox) => {
+            let confinement = Confinement {
+                sandbox: &sandbox,
+                common_dir,
+            };
+            run_confined(def, command, place, &confinement, cancel).await
+        }
+        Err(e) => Verdict {
+            gate: def.name.clone(),
+            mode: def.mode,
+            status: GateStatus::Error,
+            cached_pass: None,
+            command: Some(command.to_owned()),
+            duration_ms: 0,
+            summary: e.to_string(),
+            tail: String::new(),
+            details: serde_json::Value::Null,
+        },
+    }
 }
 
-/// Runs one command gate to a verdict, in `confinement`'s sandbox when
-/// given.
+/// Runs one command gate to a verdict in `confinement`'s sandbox (with
+/// `sandbox = none`, only the environment is cleaned).
 pub async fn run_confined(
     def: &GateDef,
     command: &str,
     place: &Place<'_>,
-    confinement: Option<&Confinement<'_>>,
+    confinement: &Confinement<'_>,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Verdict {
     let start = Instant::now();
@@ -88,32 +109,13 @@ pub async fn run_confined(
         tail: String::new(),
         details: serde_json::Value::Null,
     };
-    let none = crate::sandbox::Sandbox::none();
-    let confined = match confinement {
-        Some(c) => crate::launch::command(
-            c.sandbox,
-            spec,
-            c.common_dir,
-            place.log_dir,
-            &format!("gate-{}-home", def.name),
-        ),
-        // No sandbox, but the same cleaned environment.
-        None => none
-            .wrap(
-                spec,
-                &crate::sandbox::Confine {
-                    worktree: place.worktree,
-                    common_dir: place.worktree,
-                    branch_ref: None,
-                    writable: &[],
-                    home: place.log_dir,
-                    home_files: &[],
-                    pass_env: &[],
-                    program: "sh",
-                },
-            )
-            .map_err(|e| e.to_string()),
-    };
+    let confined = crate::launch::command(
+        confinement.sandbox,
+        spec,
+        confinement.common_dir,
+        place.log_dir,
+        &format!("gate-{}-home", def.name),
+    );
     let spawned = confined.and_then(|s| GroupChild::spawn(&s).map_err(|e| e.to_string()));
     let mut child = match spawned {
         Ok(c) => c,

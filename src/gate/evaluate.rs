@@ -203,8 +203,7 @@ pub async fn evaluate(
                                 sandbox: sb,
                                 common_dir: &subject.common_dir,
                             };
-                            command::run_confined(def, run, &place, Some(&confinement), cancel)
-                                .await
+                            command::run_confined(def, run, &place, &confinement, cancel).await
                         }
                         Err(why) => unconfinable(def, why),
                     },
