@@ -168,3 +168,69 @@ pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
     }
     out
 }
+
+/// Everything `git orch agents` shows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Survey {
+    pub sandbox: SandboxReport,
+    pub agents: Vec<AgentReport>,
+}
+
+/// The sandbox as a run here would get it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SandboxReport {
+    /// What the settings (or `GIT_ORCH_SANDBOX`) ask for.
+    pub requested: String,
+    /// What runs would use: `bwrap` or `none`; absent when the request
+    /// cannot be met (runs are refused).
+    pub in_force: Option<String>,
+    /// One line for people.
+    pub summary: String,
+    pub network: bool,
+}
+
+/// The agents worth showing: the four CLIs git-orch knows, then every
+/// `[agent "NAME"]` of the settings; or exactly `names`.
+pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<Survey, String> {
+    let (sandbox, report) = match crate::sandbox::resolve(&settings.sandbox) {
+        Ok(sb) => {
+            let report = SandboxReport {
+                requested: sb.requested.to_owned(),
+                in_force: Some(sb.kind.as_str().to_owned()),
+                summary: sb.describe(),
+                network: sb.network,
+            };
+            (sb, report)
+        }
+        Err(e) => {
+            let report = SandboxReport {
+                requested: settings.sandbox.mode.as_str().to_owned(),
+                in_force: None,
+                summary: e.to_string(),
+                network: settings.sandbox.network,
+            };
+            // Agents are still checked as if unconfined.
+            (crate::sandbox::Sandbox::none(), report)
+        }
+    };
+    let mut wanted: Vec<String> = if names.is_empty() {
+        ["claude", "codex", "gemini", "aider"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .chain(settings.agents.keys().cloned())
+            .collect()
+    } else {
+        names.to_vec()
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    wanted.retain(|n| seen.insert(n.clone()));
+    let mut agents = Vec::new();
+    for name in wanted {
+        let spec = AgentSpec::resolve(&name, &settings.agents).map_err(|e| e.to_string())?;
+        agents.push(check(&spec, &sandbox, versions));
+    }
+    Ok(Survey {
+        sandbox: report,
+        agents,
+    })
+}

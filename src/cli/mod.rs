@@ -5,6 +5,7 @@
 //! result. Errors become a [`CommandError`] carrying the exit code of
 //! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
 
+pub mod agents;
 pub mod approve;
 pub mod cleanup;
 pub mod completions;
@@ -129,6 +130,7 @@ pub enum Command {
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
+    Agents(agents::AgentsArgs),
     Demo(demo::DemoArgs),
     Completions(completions::CompletionsArgs),
     InstallMan(install_man::InstallManArgs),
@@ -217,6 +219,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),
+        Command::Agents(args) => agents::run(cli, args),
         Command::Completions(args) => completions::run(cli, args),
         Command::InstallMan(args) => install_man::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),

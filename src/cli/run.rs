@@ -201,9 +201,15 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let outcome = outcome.map_err(run_error)?;
     match outcome {
         DriveOutcome::Finished(s) => {
+            // Unknown cost is not $0.00: say which it is.
+            let spent = open_store(&cli.directory)
+                .ok()
+                .and_then(|store| run::runs(&store).ok())
+                .and_then(|runs| runs.get(&run_id).map(super::status::run_usage_text))
+                .unwrap_or_else(|| format!("${:.2}", s.cost_usd));
             output::status(&format!(
-                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, ${:.2}.",
-                s.done, s.tasks, s.attempts, s.gate_runs, s.cost_usd
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, {spent}.",
+                s.done, s.tasks, s.attempts, s.gate_runs
             ));
             Ok(exit::OK)
         }
