@@ -500,22 +500,33 @@ impl Sandbox {
         for (k, v) in set {
             env.insert(k.clone(), v.clone());
         }
+        let mut config: Vec<(String, String)> = Vec::new();
+        // An identity given only in the environment is also git's
+        // configured one, so a CLI that checks `git config user.name`
+        // (Aider, which otherwise writes a placeholder identity into the
+        // repository's own config) finds it.
+        if let (Some(name), Some(email)) = (env.get("GIT_AUTHOR_NAME"), env.get("GIT_AUTHOR_EMAIL"))
+        {
+            config.push(("user.name".into(), name.clone()));
+            config.push(("user.email".into(), email.clone()));
+        }
         if self.confines() {
             env.insert("TMPDIR".into(), "/tmp".into());
             // Housekeeping would write outside what the sandbox opens
             // (packed refs, gc.log); the driver does it instead.
+            config.push(("gc.auto".into(), "0".into()));
+            config.push(("maintenance.auto".into(), "false".into()));
+        }
+        if !config.is_empty() {
             let n: usize = env
                 .get("GIT_CONFIG_COUNT")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
-            for (i, (k, v)) in [("gc.auto", "0"), ("maintenance.auto", "false")]
-                .into_iter()
-                .enumerate()
-            {
-                env.insert(format!("GIT_CONFIG_KEY_{}", n + i), k.into());
-                env.insert(format!("GIT_CONFIG_VALUE_{}", n + i), v.into());
+            for (i, (k, v)) in config.iter().enumerate() {
+                env.insert(format!("GIT_CONFIG_KEY_{}", n + i), k.clone());
+                env.insert(format!("GIT_CONFIG_VALUE_{}", n + i), v.clone());
             }
-            env.insert("GIT_CONFIG_COUNT".into(), (n + 2).to_string());
+            env.insert("GIT_CONFIG_COUNT".into(), (n + config.len()).to_string());
         }
         env.into_iter().collect()
     }

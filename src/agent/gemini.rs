@@ -127,16 +127,29 @@ pub(super) fn parse_usage(text: &str) -> Usage {
             // The model that did most of the work names the run's model.
             let mut most = 0;
             for (name, model) in models {
-                let Some(tokens) = model.get("tokens") else {
-                    continue;
+                // `--output-format json`: per model `tokens.prompt`, …;
+                // `stream-json` (0.61): per model `input_tokens`,
+                // `output_tokens`, `cached` directly.
+                let (i, o, c) = match model.get("tokens") {
+                    Some(tokens) => (
+                        count0(tokens, "prompt") + count0(tokens, "tool"),
+                        count0(tokens, "candidates") + count0(tokens, "thoughts"),
+                        count0(tokens, "cached"),
+                    ),
+                    None if model.get("input_tokens").is_some() => (
+                        count0(model, "input_tokens"),
+                        count0(model, "output_tokens"),
+                        count0(model, "cached"),
+                    ),
+                    None => continue,
                 };
-                if usage.model.is_none() || count0(tokens, "prompt") > most {
-                    most = count0(tokens, "prompt");
+                if usage.model.is_none() || i > most {
+                    most = i;
                     usage.model = Some(name.clone());
                 }
-                input += count0(tokens, "prompt") + count0(tokens, "tool");
-                output += count0(tokens, "candidates") + count0(tokens, "thoughts");
-                cached += count0(tokens, "cached");
+                input += i;
+                output += o;
+                cached += c;
                 requests += model
                     .get("api")
                     .map(|api| count0(api, "totalRequests"))
@@ -299,6 +312,16 @@ mod tests {
         );
         let usage = parse_usage(text);
         assert_eq!((usage.input_tokens, usage.output_tokens), (800, 100));
+        assert_eq!(usage.is_error, Some(false));
+    }
+
+    #[test]
+    fn stream_json_result_with_models_of_gemini_cli_0_61() {
+        let text = r#"{"type":"result","timestamp":"2026-11-23T15:23:30.487Z","status":"success","stats":{"total_tokens":2480,"input_tokens":2400,"output_tokens":80,"cached":600,"input":1800,"duration_ms":185,"tool_calls":1,"models":{"gemini-2.5-flash":{"total_tokens":2480,"input_tokens":2400,"output_tokens":80,"cached":600,"input":1800}}}}"#;
+        let usage = parse_usage(text);
+        assert_eq!((usage.input_tokens, usage.output_tokens), (2400, 80));
+        assert_eq!(usage.cache_read_tokens, 600);
+        assert_eq!(usage.model.as_deref(), Some("gemini-2.5-flash"));
         assert_eq!(usage.is_error, Some(false));
     }
 
