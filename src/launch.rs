@@ -49,6 +49,9 @@ pub struct AgentJob<'a> {
 pub struct Launch {
     pub group: GroupSpec,
     pub watch: Arc<Mutex<StreamWatch>>,
+    /// Where it runs, and since when (to find its session records).
+    worktree: PathBuf,
+    prepared: std::time::SystemTime,
 }
 
 /// The agent's command, confined and watched.
@@ -115,7 +118,72 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
             },
         )
         .map_err(|e| e.to_string())?;
-    Ok(Launch { group, watch })
+    Ok(Launch {
+        group,
+        watch,
+        worktree: job.worktree.to_owned(),
+        prepared: std::time::SystemTime::now(),
+    })
+}
+
+/// The usage in the session record a CLI kept for this run (see
+/// [`agent::session_records`]): found under the agent's home folder,
+/// written since the launch, naming the worktree.
+fn session_usage(spec: &AgentSpec, launch: &Launch) -> Option<agent::Usage> {
+    let (dirs, parse) = agent::session_records(spec.kind)?;
+    let env: BTreeMap<&str, &str> = launch
+        .group
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let home = PathBuf::from(env.get("HOME")?);
+    let worktree = launch.worktree.to_string_lossy().into_owned();
+    let mut roots: Vec<PathBuf> = dirs.iter().map(|d| home.join(d)).collect();
+    if let Some(codex_home) = env.get("CODEX_HOME") {
+        roots.push(PathBuf::from(codex_home).join("sessions"));
+    }
+    let mut best: Option<(std::time::SystemTime, agent::Usage)> = None;
+    let mut stack: Vec<(PathBuf, u32)> = roots.into_iter().map(|r| (r, 0)).collect();
+    let mut visited = 0;
+    while let Some((dir, depth)) = stack.pop() {
+        visited += 1;
+        if depth > 6 || visited > 2000 {
+            break;
+        }
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push((path, depth + 1));
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+            if modified < launch.prepared || path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            // Gemini names the project in `.project_root` beside `chats/`.
+            let root = path
+                .parent()
+                .and_then(Path::parent)
+                .map(|p| p.join(".project_root"))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            if !(text.contains(&worktree) || root.trim() == worktree) {
+                continue;
+            }
+            let usage = parse(&text);
+            if (usage.input_tokens, usage.output_tokens) != (0, 0)
+                && best.as_ref().is_none_or(|(t, _)| modified > *t)
+            {
+                best = Some((modified, usage));
+            }
+        }
+    }
+    best.map(|(_, u)| u)
 }
 
 /// What an agent's run came to.
@@ -163,7 +231,17 @@ pub fn read(
         .lock()
         .expect("the watch lock is never poisoned")
         .clone();
-    let parsed = agent::parse_usage(spec.kind, &stdout);
+    let mut parsed = agent::parse_usage(spec.kind, &stdout);
+    if (parsed.input_tokens, parsed.output_tokens) == (0, 0)
+        && let Some(recorded) = session_usage(spec, launch)
+    {
+        // Killed before it printed its totals: its session record has
+        // what it used.
+        parsed = agent::Usage {
+            is_error: parsed.is_error,
+            ..recorded
+        };
+    }
     let model = parsed
         .model
         .clone()

@@ -72,15 +72,16 @@ pub(super) fn invocation(
     } else {
         inv.args
             .extend(["--permission-mode".to_owned(), "acceptEdits".to_owned()]);
-        let commands: Vec<&String> = permissions
+        let mut seen = std::collections::BTreeSet::new();
+        let commands: Vec<&str> = permissions
             .allowed_commands
             .iter()
-            .filter(|c| !c.trim().is_empty())
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty() && seen.insert(*c))
             .collect();
         if !commands.is_empty() {
             inv.args.push("--allowedTools".into());
             for c in commands {
-                let c = c.trim();
                 inv.args.push(format!("Bash({c})"));
                 inv.args.push(format!("Bash({c} *)"));
             }
@@ -274,7 +275,7 @@ mod tests {
         let perms = Permissions {
             sandboxed: false,
             root: true,
-            allowed_commands: vec!["cargo test".into(), " ".into()],
+            allowed_commands: vec!["cargo test".into(), " ".into(), "cargo test".into()],
         };
         let inv = crate::agent::invocation_in(&spec, &input("Fix it."), &perms);
         assert_eq!(

@@ -92,7 +92,14 @@ pub(super) fn parse_usage(text: &str) -> Usage {
     let mut failed = false;
     let mut completed = false;
     for line in json_lines(text) {
-        let event = line.get("msg").filter(|m| m.is_object()).unwrap_or(&line);
+        // `exec --json` prints events bare; releases before 0.44 wrapped
+        // them in `msg`; the session files (`~/.codex/sessions/…/
+        // rollout-*.jsonl`) in `payload`.
+        let event = line
+            .get("msg")
+            .or_else(|| line.get("payload"))
+            .filter(|m| m.is_object())
+            .unwrap_or(&line);
         match event.get("type").and_then(Value::as_str) {
             Some(kind @ ("turn.completed" | "turn.failed")) => {
                 turns += 1;
@@ -282,6 +289,20 @@ mod tests {
         );
         let usage = parse_usage(flat);
         assert_eq!((usage.input_tokens, usage.output_tokens), (2200, 120));
+    }
+
+    #[test]
+    fn reads_the_session_files_token_counts() {
+        // What a Codex killed mid-turn leaves in its session file.
+        let text = concat!(
+            r#"{"timestamp":"t","type":"session_meta","payload":{"cwd":"/w"}}"#,
+            "\n",
+            r#"{"timestamp":"t","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":1200,"cached_input_tokens":300,"output_tokens":40,"total_tokens":1240}}}}"#,
+            "\n",
+        );
+        let usage = parse_usage(text);
+        assert_eq!((usage.input_tokens, usage.output_tokens), (1200, 40));
+        assert_eq!(usage.cache_read_tokens, 300);
     }
 
     #[test]

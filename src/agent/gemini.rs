@@ -8,10 +8,11 @@
 //! - `--approval-mode yolo`: "auto-approve all tools", file edits and shell
 //!   commands alike. Passed only inside git-orch's sandbox, or with
 //!   `bypassPermissions = true`. Otherwise `--approval-mode auto_edit`
-//!   ("auto-approve edit tools") with `--allowed-tools
-//!   run_shell_command(<command>)` for the subtask's verification and the
-//!   gate commands (the flag is marked deprecated in favour of policy
-//!   files, but still works in 0.61).
+//!   ("auto-approve edit tools") with `--allowed-tools=run_shell_command(
+//!   <command>)`, once per command (the option takes one value per
+//!   occurrence), for the subtask's verification and the gate commands
+//!   (the flag is marked deprecated in favour of policy files, but still
+//!   works in 0.61).
 //! - `--output-format stream-json`: one JSON event per line as the agent
 //!   works, ending with a `result` event carrying `stats` (token counts);
 //!   streaming rather than `json` means the runner sees retries and errors
@@ -50,15 +51,15 @@ pub(super) fn invocation(
         inv.args.push("yolo".into());
     } else {
         inv.args.push("auto_edit".into());
-        let commands: Vec<&String> = permissions
-            .allowed_commands
-            .iter()
-            .filter(|c| !c.trim().is_empty())
-            .collect();
-        if !commands.is_empty() {
-            inv.args.push("--allowed-tools".into());
-            for c in commands {
-                inv.args.push(format!("run_shell_command({})", c.trim()));
+        // One `--allowed-tools=…` per command: the option takes one value
+        // per occurrence, and a second bare value would be read as a
+        // positional prompt.
+        let mut seen = std::collections::BTreeSet::new();
+        for c in &permissions.allowed_commands {
+            let c = c.trim();
+            if !c.is_empty() && seen.insert(c) {
+                inv.args
+                    .push(format!("--allowed-tools=run_shell_command({c})"));
             }
         }
     }
@@ -178,6 +179,44 @@ pub(super) fn parse_usage(text: &str) -> Usage {
     usage
 }
 
+/// Reads the chat file Gemini CLI keeps per session
+/// (`~/.gemini/tmp/<project>/chats/session-*.jsonl`): each model message
+/// carries its `tokens`, and a message is written again as it grows, so
+/// each counts once, by id, with its last figures. What a Gemini CLI killed
+/// at its timeout leaves, when its output stream has no totals yet.
+pub fn parse_session(text: &str) -> Usage {
+    let mut messages: std::collections::BTreeMap<String, (u64, u64, u64, Option<String>)> =
+        std::collections::BTreeMap::new();
+    for line in json_lines(text) {
+        if line.get("type").and_then(Value::as_str) != Some("gemini") {
+            continue;
+        }
+        let (Some(id), Some(tokens)) = (line.get("id").and_then(Value::as_str), line.get("tokens"))
+        else {
+            continue;
+        };
+        messages.insert(
+            id.to_owned(),
+            (
+                count0(tokens, "input") + count0(tokens, "tool"),
+                count0(tokens, "output") + count0(tokens, "thoughts"),
+                count0(tokens, "cached"),
+                line.get("model").and_then(Value::as_str).map(str::to_owned),
+            ),
+        );
+    }
+    let mut usage = Usage::default();
+    for (i, o, c, m) in messages.into_values() {
+        usage.input_tokens += i;
+        usage.output_tokens += o;
+        usage.cache_read_tokens += c;
+        if m.is_some() {
+            usage.model = m;
+        }
+    }
+    usage
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,7 +265,7 @@ mod tests {
     fn argv_outside_the_sandbox_auto_edits_and_allows_the_checks() {
         let spec = AgentSpec::builtin("gemini").expect("built-in");
         let perms = Permissions {
-            allowed_commands: vec!["npm test".into()],
+            allowed_commands: vec!["npm test".into(), "npm test".into(), "make -k".into()],
             ..Permissions::default()
         };
         let inv = crate::agent::invocation_in(&spec, &input("x"), &perms);
@@ -235,8 +274,8 @@ mod tests {
             [
                 "--approval-mode",
                 "auto_edit",
-                "--allowed-tools",
-                "run_shell_command(npm test)",
+                "--allowed-tools=run_shell_command(npm test)",
+                "--allowed-tools=run_shell_command(make -k)",
                 "--output-format",
                 "stream-json",
                 "--prompt=x",
@@ -323,6 +362,24 @@ mod tests {
         assert_eq!(usage.cache_read_tokens, 600);
         assert_eq!(usage.model.as_deref(), Some("gemini-2.5-flash"));
         assert_eq!(usage.is_error, Some(false));
+    }
+
+    #[test]
+    fn reads_the_session_chat_file_once_per_message() {
+        let text = concat!(
+            r#"{"sessionId":"s","projectHash":"h"}"#,
+            "\n",
+            r#"{"id":"u1","type":"user","content":[{"text":"task"}]}"#,
+            "\n",
+            r#"{"id":"m1","type":"gemini","content":"","tokens":{"input":1200,"output":40,"cached":300,"thoughts":0,"tool":0,"total":1240},"model":"gemini-2.5-flash"}"#,
+            "\n",
+            r#"{"id":"m1","type":"gemini","content":"","tokens":{"input":1200,"output":40,"cached":300,"thoughts":0,"tool":0,"total":1240},"model":"gemini-2.5-flash","toolCalls":[]}"#,
+            "\n",
+        );
+        let usage = parse_session(text);
+        assert_eq!((usage.input_tokens, usage.output_tokens), (1200, 40));
+        assert_eq!(usage.cache_read_tokens, 300);
+        assert_eq!(usage.model.as_deref(), Some("gemini-2.5-flash"));
     }
 
     #[test]

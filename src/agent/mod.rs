@@ -629,6 +629,21 @@ fn parse_usage_text(kind: AgentKind, text: &str) -> Usage {
     }
 }
 
+/// Folders (relative to the home folder) holding a CLI's session records,
+/// and the parser of one record.
+pub type SessionRecords = (&'static [&'static str], fn(&str) -> Usage);
+
+/// Where a CLI keeps a per-session record with token counts, for usage
+/// when its output has none yet (it was killed at its timeout): folders
+/// relative to the agent's home folder, and the parser of one file.
+pub fn session_records(kind: AgentKind) -> Option<SessionRecords> {
+    match kind {
+        AgentKind::Codex => Some((&[".codex/sessions"], codex::parse_usage)),
+        AgentKind::Gemini => Some((&[".gemini/tmp"], gemini::parse_session)),
+        _ => None,
+    }
+}
+
 /// The binary the availability probe looks for on PATH; `None` for
 /// `Command`, which is always taken to be available (its template may run
 /// anything, even a shell function).

@@ -175,7 +175,7 @@ fn gemini(probe: &Probe, section: &str) -> Vec<Finding> {
         out.push(error(
             "GOOGLE_GEMINI_BASE_URL is set without an auth type, which Gemini CLI rejects (\"Invalid auth method selected\")",
             format!(
-                "select the API-key auth type in a settings file and point [agent \"{section}\"] at it: `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=.orch/gemini-settings.json` holding {{\"security\":{{\"auth\":{{\"selectedType\":\"gemini-api-key\"}}}}}} (see docs/agents/gemini.md)"
+                "select the API-key auth type in ~/.gemini/settings.json: {{\"security\":{{\"auth\":{{\"selectedType\":\"gemini-api-key\"}}}}}} (see docs/agents/gemini.md; [agent \"{section}\"] may point elsewhere with `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=…`)"
             ),
         ));
     }

@@ -142,6 +142,10 @@ fn class_of_text(text: &str) -> Option<Availability> {
         "cannot connect",
         "stream disconnected",
         "network error",
+        "econnreset",
+        "connection reset",
+        "connection to the api was lost",
+        "socket hang up",
     ]) {
         return Some(Availability::Unreachable);
     }
@@ -464,6 +468,12 @@ impl StreamWatch {
         // Only LiteLLM's exceptions and Aider's own explanations of them:
         // the model's reply is printed here too, and may say anything.
         let litellm = line.starts_with("litellm.");
+        // Aider explains an exception on the next line ("The API
+        // provider's servers are down or overloaded." after a connection
+        // error too): the exception's own class is the more precise.
+        if line.starts_with("The API provider") && self.last_error.is_some() && !self.recovered {
+            return;
+        }
         let class = if (litellm && line.contains("AuthenticationError"))
             || line.starts_with("The API provider is not able to authenticate you")
         {
@@ -472,7 +482,14 @@ impl StreamWatch {
             || line.starts_with("The API provider has rate limited you")
         {
             Some(Availability::RateLimited)
-        } else if litellm && line.contains("APIConnectionError") {
+        } else if litellm
+            && (line.contains("APIConnectionError")
+                || line.to_lowercase().trim_end().ends_with("connection")
+                || line.to_lowercase().contains("connection error"))
+        {
+            // LiteLLM reports a refused connection as an
+            // InternalServerError whose message is "Connection error."
+            // (which Aider wraps onto the next line).
             Some(Availability::Unreachable)
         } else if (litellm
             && (line.contains("InternalServerError")
@@ -750,6 +767,34 @@ mod tests {
         assert_eq!(
             w.unavailable().expect("stopped").class,
             Availability::RateLimited
+        );
+    }
+
+    #[test]
+    fn aider_connection_errors_are_unreachable_whatever_litellm_calls_them() {
+        let (w, at) = feed(
+            AgentKind::Aider,
+            1,
+            &[
+                (
+                    false,
+                    "litellm.InternalServerError: InternalServerError: OpenAIException - Connection ",
+                ),
+                (false, "error."),
+                (false, "The API provider's servers are down or overloaded."),
+                (false, "Retrying in 0.2 seconds..."),
+                (
+                    false,
+                    "litellm.InternalServerError: InternalServerError: OpenAIException - Connection ",
+                ),
+                (false, "The API provider's servers are down or overloaded."),
+                (false, "Retrying in 0.5 seconds..."),
+            ],
+        );
+        assert_eq!(at, Some(6));
+        assert_eq!(
+            w.unavailable().expect("stopped").class,
+            Availability::Unreachable
         );
     }
 

@@ -423,12 +423,19 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
     if let Scenario::Status(code) = shared.scenario {
         return error(api, code);
     }
+    // After the scripted tool call, a hanging server answers nothing,
+    // not even the CLI's side requests (Aider's commit message).
+    if matches!(shared.scenario, Scenario::HangAfterTool { .. })
+        && shared.tool_sent.load(Ordering::SeqCst)
+        && (side || api != Api::OpenAiChat)
+    {
+        return Reply::Hang;
+    }
     if side {
         return side_reply(api, req, &v, shared);
     }
     let model = model_of(api, req, &v);
-    let second = after_tool(api, &v)
-        || (api == Api::OpenAiChat && shared.tool_sent.swap(true, Ordering::SeqCst));
+    let second = after_tool(api, &v) || shared.tool_sent.swap(true, Ordering::SeqCst);
     match (&shared.scenario, second) {
         (Scenario::Malformed, _) => malformed(api),
         (Scenario::HangAfterTool { .. }, true) => Reply::Hang,
