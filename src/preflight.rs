@@ -119,11 +119,13 @@ pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport 
 }
 
 /// Whether `spec` can work here; the reason with the fix if not. Checked
-/// once per agent name and process.
+/// once per agent configuration and process.
 pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
     static SEEN: OnceLock<Mutex<BTreeMap<String, Result<(), String>>>> = OnceLock::new();
     let seen = SEEN.get_or_init(Default::default);
-    let key = format!("{}\u{0}{}", spec.name, sandbox.kind.as_str());
+    // The whole spec: a worker runs plans whose sections of one name
+    // differ.
+    let key = format!("{spec:?}\u{0}{}", sandbox.kind.as_str());
     if let Some(r) = seen.lock().expect("preflight cache lock").get(&key) {
         return r.clone();
     }

@@ -135,3 +135,46 @@ fn a_run_skips_an_agent_that_fails_its_preflight_for_the_fallback() {
     assert_eq!(s["tasks"][0]["status"], "done");
     assert_eq!(s["tasks"][0]["agent"], "fake");
 }
+
+#[test]
+fn an_agents_own_error_is_the_cause_in_the_failure_notes_and_the_retry_context() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
+    p.script(
+        "a.1",
+        "eprint \"fatal: the model refused the request: context too long\"\nexit 1\n",
+    );
+    // The retry is told why, and proves it.
+    p.script(
+        "a.2",
+        "require-retry-mention \"context too long\"\nwrite src/a/done yes\n",
+    );
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = common::events(&sb, &p.repo);
+    let first = evs
+        .iter()
+        .find(|e| e["type"] == "attempt_finished" && e["attempt"] == 1)
+        .expect("attempt 1");
+    assert_eq!(
+        first["failure"]["reason"],
+        "agent fake exited 1: fatal: the model refused the request: context too long"
+    );
+    let agent = evs
+        .iter()
+        .find(|e| e["type"] == "agent_finished" && e["attempt"] == 1)
+        .expect("agent 1");
+    assert_eq!(
+        agent["cause"],
+        "fatal: the model refused the request: context too long"
+    );
+    // The note on attempt 1's result commit says it too.
+    let branch = evs
+        .iter()
+        .find(|e| e["type"] == "attempt_created" && e["attempt"] == 1)
+        .and_then(|e| e["branch"].as_str())
+        .expect("branch")
+        .to_owned();
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &branch]);
+    assert!(note.contains("context too long"), "{note}");
+}
