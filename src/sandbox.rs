@@ -311,8 +311,9 @@ fn install_root(path: &Path, home: &Path) -> Option<PathBuf> {
 }
 
 /// Toolchain folders under `home` that the command needs: every `PATH`
-/// entry inside it, and the program's and its interpreter's install
-/// folders (a virtualenv's Python links into `~/.pyenv`).
+/// entry inside it, the program's and its interpreter's install folders (a
+/// virtualenv's Python links into `~/.pyenv`), and git-orch's own (the
+/// commit hook calls it).
 fn toolchain_roots(home: &Path, path: Option<&str>, program: &str) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     let mut add = |p: &Path| {
@@ -340,6 +341,10 @@ fn toolchain_roots(home: &Path, path: Option<&str>, program: &str) -> Vec<PathBu
         if let Some(interpreter) = shebang(&real) {
             add(&interpreter);
         }
+    }
+    // git-orch itself: the attempt's commit hook calls it back by path.
+    if let Ok(own) = std::env::current_exe() {
+        add(&own);
     }
     roots.sort();
     roots
