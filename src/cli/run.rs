@@ -200,6 +200,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         ));
         return Ok(exit::OK);
     }
+    // Once per run: how agents are confined, and which cannot work here.
+    let mut agents = vec![ctx.run_settings.agent.clone()];
+    agents.extend(ctx.run_settings.fallback.iter().cloned());
+    agents.extend(ctx.plan().subtasks.iter().filter_map(|t| t.agent.clone()));
+    for line in crate::preflight::notices(&ctx.settings, &agents) {
+        output::status(&line);
+    }
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
@@ -268,9 +275,17 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let outcome = outcome.map_err(run_error)?;
     match outcome {
         DriveOutcome::Finished(s) => {
+            // Unknown cost is not $0.00: say which it is.
+            let spent = ctx
+                .state
+                .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))
+                .ok()
+                .flatten()
+                .map(|r| super::status::run_usage_text(&r))
+                .unwrap_or_else(|| format!("${:.2}", s.cost_usd));
             output::status(&format!(
-                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, ${:.2}.",
-                s.done, s.tasks, s.attempts, s.gate_runs, s.cost_usd
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, {spent}.",
+                s.done, s.tasks, s.attempts, s.gate_runs
             ));
             Ok(exit::OK)
         }

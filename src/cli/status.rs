@@ -4,7 +4,100 @@ use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
 use crate::run;
-use crate::state::{RunState, TaskStatus};
+use crate::state::{AttemptState, RunState, TaskStatus};
+
+/// Tokens and cost of `attempts`, as JSON: the token counts summed; the
+/// cost summed where known, with `cost` saying whether it is `reported` by
+/// the agents, `estimated` from the price table, `partial` (some agents
+/// reported nothing and their model has no price) or `unknown` (none did),
+/// which is not the same as `$0.00`.
+fn usage<'a>(attempts: impl Iterator<Item = &'a AttemptState>) -> serde_json::Value {
+    let (mut input, mut output, mut cache_read, mut cache_write) = (0u64, 0u64, 0u64, 0u64);
+    let (mut known, mut unknown, mut estimated) = (0usize, 0usize, 0usize);
+    let mut cost = 0.0;
+    for run in attempts.filter_map(|a| a.agent_run.as_ref()) {
+        let u = &run.usage;
+        input += u.input_tokens;
+        output += u.output_tokens;
+        cache_read += u.cache_read_tokens;
+        cache_write += u.cache_write_tokens;
+        match u.cost_usd {
+            Some(c) => {
+                known += 1;
+                cost += c;
+                if u.cost_source.as_deref() == Some("estimated") {
+                    estimated += 1;
+                }
+            }
+            None => unknown += 1,
+        }
+    }
+    let kind = match (known, unknown, estimated) {
+        (0, 0, _) => "none",
+        (0, _, _) => "unknown",
+        (_, u, _) if u > 0 => "partial",
+        (_, _, e) if e > 0 => "estimated",
+        _ => "reported",
+    };
+    serde_json::json!({
+        "input_tokens": input,
+        "output_tokens": output,
+        "cache_read_tokens": cache_read,
+        "cache_write_tokens": cache_write,
+        "cost_usd": if kind == "unknown" { serde_json::Value::Null } else { serde_json::json!(cost) },
+        "cost": kind,
+    })
+}
+
+/// The cost and tokens of `run` for people: `$0.12, 12.3k in, 1.1k out`
+/// (`unknown` rather than `$0.00` where no agent reported a cost).
+pub fn run_usage_text(run: &RunState) -> String {
+    let u = usage(run.attempts().map(|(_, a)| a));
+    format!("{}, {}", cost_text(&u), tokens_text(&u))
+}
+
+/// A cost for people: `$0.12`, `~$0.12` (estimated), `$0.12+?` (some
+/// unknown), `unknown`.
+fn cost_text(u: &serde_json::Value) -> String {
+    let usd = u["cost_usd"].as_f64().unwrap_or(0.0);
+    match u["cost"].as_str() {
+        Some("unknown") => "unknown".to_owned(),
+        Some("partial") => format!("${usd:.2}+?"),
+        Some("estimated") => format!("~${usd:.2}"),
+        _ => format!("${usd:.2}"),
+    }
+}
+
+/// A token count for people: `345`, `12.3k`, `1.5M`.
+fn short(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// Tokens for people: `12.3k in, 1.1k out`.
+fn tokens_text(u: &serde_json::Value) -> String {
+    format!(
+        "{} in, {} out",
+        short(u["input_tokens"].as_u64().unwrap_or(0)),
+        short(u["output_tokens"].as_u64().unwrap_or(0))
+    )
+}
+
+/// Tokens in a table cell: `12.3k/1.1k` (in/out), `-` when none.
+fn short_tokens(u: &serde_json::Value) -> String {
+    let (i, o) = (
+        u["input_tokens"].as_u64().unwrap_or(0),
+        u["output_tokens"].as_u64().unwrap_or(0),
+    );
+    if i == 0 && o == 0 {
+        "-".to_owned()
+    } else {
+        format!("{}/{}", short(i), short(o))
+    }
+}
 
 /// Show a run's tasks: state, attempt, agent, elapsed time, cost,
 /// worktree and port, with run totals.
@@ -68,6 +161,16 @@ pub fn rows(
             "agent": last.map(|a| a.agent.clone()),
             "elapsed_ms": elapsed_ms,
             "cost_usd": t.map_or(0.0, |t| t.cost()),
+            "usage": usage(t.into_iter().flat_map(|t| t.attempts.iter())),
+            "attempt_usage": t.map_or_else(Vec::new, |t| t
+                .attempts
+                .iter()
+                .filter_map(|a| a.agent_run.as_ref().map(|r| serde_json::json!({
+                    "attempt": a.n,
+                    "agent": a.agent,
+                    "usage": r.usage,
+                })))
+                .collect()),
             "worktree": last.map(|a| a.worktree.clone()),
             "workspace": last.map(|a| a.workspace()),
             "port": last.map(|a| a.port),
@@ -126,19 +229,22 @@ fn render(
             "base": run.base,
             "state": state,
             "cost_usd": run.cost(),
+            "usage": usage(run.attempts().map(|(_, a)| a)),
             "settings": run.settings,
             "summary": run.finished,
             "tasks": rows,
         });
         return Ok(vec![v.to_string()]);
     }
+    let total = usage(run.attempts().map(|(_, a)| a));
     let mut lines = vec![format!(
-        "run {} of plan {} revision {} → {} ({state}), cost ${:.2}",
+        "run {} of plan {} revision {} → {} ({state}), cost {}, {}",
         run.id,
         run.plan_id,
         run.revision,
         run.target,
-        run.cost()
+        cost_text(&total),
+        tokens_text(&total)
     )];
     for r in &rows {
         let held = &r["claim"];
@@ -167,7 +273,7 @@ fn render(
             output::format_duration((ms.max(0) / 1000) as u64)
         });
         lines.push(format!(
-            "  {:<22} {:<9} {:>3} {:<8} {:>7} {:>7} {:<6} {}",
+            "  {:<22} {:<9} {:>3} {:<8} {:>7} {:>8} {:>13} {:<6} {}",
             s("task"),
             s("status"),
             r["attempt"]
@@ -175,7 +281,8 @@ fn render(
                 .map_or("-".into(), |n| format!("#{n}")),
             s("agent"),
             elapsed,
-            format!("${:.2}", r["cost_usd"].as_f64().unwrap_or(0.0)),
+            cost_text(&r["usage"]),
+            short_tokens(&r["usage"]),
             r["port"].as_u64().map_or("-".into(), |p| p.to_string()),
             match (&r["failure"], &r["gate"]) {
                 (serde_json::Value::String(f), _) => f.clone(),

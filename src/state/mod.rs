@@ -535,6 +535,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             attempt,
             pid,
             pgid,
+            ..
         } => {
             if let Some(a) = runs
                 .get_mut(run_id)
