@@ -128,6 +128,10 @@ pub enum Event {
         /// leaves them out).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         carried: std::collections::BTreeMap<TaskId, Carried>,
+        /// The person who started the run (git's author identity in that
+        /// clone): the author of what the run lands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Person>,
     },
     /// A driver process took over an existing run (after a crash, Ctrl-C,
     /// or on another invocation of the same `run` command).
@@ -143,7 +147,12 @@ pub enum Event {
         task: TaskId,
         attempt: u32,
         branch: String,
+        /// The commit its change is judged against and landed from.
         base: String,
+        /// Where its branch starts when not at `base`: the previous
+        /// attempt's result, for a retry that continues it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start: Option<String>,
         worktree: String,
         /// First port of the attempt's block of [`PORT_BLOCK`].
         port: u16,
@@ -398,6 +407,13 @@ impl PlanRoundOutcome {
             PlanRoundOutcome::Interrupted => "interrupted",
         }
     }
+}
+
+/// A person as git names one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Person {
+    pub name: String,
+    pub email: String,
 }
 
 /// Where a task carried into a run landed.

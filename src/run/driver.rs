@@ -242,23 +242,8 @@ impl<'p> Driver<'p> {
     }
 
     fn start_attempt(&mut self, run: &RunState, task: &TaskId) -> Result<(), RunError> {
-        let ctx = &self.ctx;
-        let sub = ctx
-            .plan()
-            .subtask(task.as_str())
-            .expect("ready tasks come from the plan")
-            .clone();
         let n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
-        let job = Job {
-            base: schedule::attempt_base(&self.store, ctx)?,
-            ctx: ctx.clone(),
-            agents: schedule::agent_chain(ctx, run, &sub),
-            retry: schedule::retry_context(run, task),
-            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
-            task: sub,
-            n,
-            exe: self.exe.clone(),
-        };
+        let job = Job::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
         (self.progress)(Progress::Dispatched {
             task: task.to_string(),
             attempt: n,

@@ -338,6 +338,8 @@ pub struct RunState {
     pub settings: RunSettings,
     pub started_ms: i64,
     pub drivers: Vec<Driver>,
+    /// The person who started the run, when git knew one.
+    pub by: Option<crate::event::Person>,
     /// The last stop since the last driver took over.
     pub stopped: Option<(StopReason, String)>,
     pub finished: Option<RunSummary>,
@@ -440,6 +442,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             base,
             settings,
             carried,
+            by,
         } => {
             runs.entry(run_id.clone()).or_insert_with(|| RunState {
                 id: run_id.clone(),
@@ -457,6 +460,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                     host: String::new(),
                     time_ms: r.time_ms,
                 }],
+                by: by.clone(),
                 stopped: None,
                 finished: None,
                 tasks: carried
@@ -496,6 +500,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             worktree,
             port,
             agent,
+            ..
         } => {
             if let Some(run) = runs.get_mut(run_id) {
                 let t = run.tasks.entry(task.clone()).or_default();
@@ -934,6 +939,7 @@ mod tests {
                 workers: false,
             },
             carried: Default::default(),
+            by: None,
         }
     }
 
@@ -944,6 +950,7 @@ mod tests {
             attempt: n,
             branch: format!("orch/r1/t/attempt-{n}"),
             base: "b".into(),
+            start: None,
             worktree: "/w".into(),
             port: 20000,
             agent: "fake".into(),

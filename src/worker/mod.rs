@@ -33,7 +33,7 @@ use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
 use crate::run::progress::{LandReport, Progress};
-use crate::run::schedule::{agent_chain, attempt_base, ready_tasks};
+use crate::run::schedule::ready_tasks;
 use crate::run::{RunContext, RunError};
 use crate::state::{RunState, SharedIndex};
 use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
@@ -509,21 +509,7 @@ impl Worker {
         // Re-read: the abandonment above changes the retry context.
         let fresh = self.unfinished_runs()?;
         let run = fresh.get(&run.id).unwrap_or(run);
-        let sub = ctx
-            .plan()
-            .subtask(task.as_str())
-            .expect("ready tasks come from the plan")
-            .clone();
-        let job = Job {
-            base: attempt_base(&self.store, ctx)?,
-            ctx: ctx.clone(),
-            agents: agent_chain(ctx, run, &sub),
-            retry: crate::run::schedule::retry_context(run, task),
-            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
-            task: sub,
-            n,
-            exe: self.exe.clone(),
-        };
+        let job = Job::next(&self.store, ctx, run, task, n, self.exe.clone())?;
         report(Report::Run {
             run: run.id.to_string(),
             progress: Progress::Dispatched {
