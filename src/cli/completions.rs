@@ -177,7 +177,7 @@ function __git_orch_words
     end
     return 1
 end
-complete -c git -f -n '__git_orch_words >/dev/null' -a '(GIT_ORCH_COMPLETE=fish git-orch -- git-orch (__git_orch_words) (commandline -ct))'
+complete -c git -f -k -n '__git_orch_words >/dev/null' -a '(GIT_ORCH_COMPLETE=fish git-orch -- git-orch (__git_orch_words) (commandline -ct))'
 "#;
 
 /// The completion script for `shell`.
@@ -437,4 +437,16 @@ fn branch_names(current: &OsStr) -> Vec<CompletionCandidate> {
 /// Completes a local branch name (attempt branches `orch/…` left out).
 pub fn branches() -> ArgValueCompleter {
     ArgValueCompleter::new(branch_names)
+}
+
+fn plan_ids_or_files(current: &OsStr) -> Vec<CompletionCandidate> {
+    use clap_complete::engine::ValueCompleter;
+    let mut out = plan_ids(current);
+    out.extend(clap_complete::engine::PathCompleter::any().complete(current));
+    out
+}
+
+/// Completes a plan id or a file.
+pub fn plans_or_files() -> ArgValueCompleter {
+    ArgValueCompleter::new(plan_ids_or_files)
 }

@@ -59,7 +59,7 @@ pub struct NewArgs {
     pub skeleton: bool,
     /// Run this agent as the lead agent (a built-in such as claude, or an
     /// [agent "NAME"] of .orch/config).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::completions::agents())]
     pub agent: Option<String>,
     /// Save the plan to this file (it must not exist yet) instead of
     /// .git/orch/drafts/.
@@ -90,6 +90,7 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// A plan file (`-` for stdin), or the id of a stored plan.
+    #[arg(add = super::completions::plans_or_files())]
     pub plan: String,
     /// Check against this commit's files (default: the plan's target
     /// branch, else HEAD).
@@ -107,6 +108,7 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// The plan file (`-` for stdin).
+    #[arg(value_hint = clap::ValueHint::FilePath)]
     pub file: String,
     /// Store under this id instead of the file's `id`.
     #[arg(long, value_name = "ID")]
@@ -119,6 +121,8 @@ pub struct AddArgs {
 /// Show a stored plan revision.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub id: String,
     /// Revision number (default: the latest).
     #[arg(long, value_name = "N")]
@@ -140,8 +144,12 @@ pub struct ListArgs {
 /// two; one REV: that revision against the latest).
 #[derive(Debug, Args)]
 pub struct DiffArgs {
+    /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub id: String,
+    /// The older revision (alone: compared with the latest).
     pub from: Option<u32>,
+    /// The newer revision.
     pub to: Option<u32>,
 }
 

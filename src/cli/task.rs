@@ -17,9 +17,10 @@ use crate::run;
 #[derive(Debug, Args)]
 pub struct TaskArgs {
     /// The task id.
+    #[arg(add = super::completions::tasks())]
     pub task: String,
-    /// The run (default: the newest unfinished one).
-    #[arg(long, value_name = "RUN")]
+    /// The run (default: the unfinished run that has the task).
+    #[arg(long, value_name = "RUN", add = super::completions::runs())]
     pub run: Option<String>,
 }
 
