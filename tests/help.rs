@@ -111,7 +111,10 @@ fn clap_help_works_without_man_pages() {
 fn completion(sb: &Sandbox, shell: &str) -> String {
     let text = sb.orch_ok(sb.path(), &["completions", shell]);
     assert!(!text.trim().is_empty(), "{shell} script is empty");
-    assert!(text.contains("GIT_ORCH_COMPLETE"), "{shell} script is not dynamic");
+    assert!(
+        text.contains("GIT_ORCH_COMPLETE"),
+        "{shell} script is not dynamic"
+    );
     text
 }
 
@@ -268,7 +271,12 @@ fn completion_outside_a_repository_offers_no_ids_and_no_errors() {
         .map(|l| l.split('\t').next().unwrap_or_default())
         .collect();
     assert!(offered.contains(&"verify"), "{offered:?}");
-    assert!(offered.iter().all(|o| *o == "verify" || *o == "help" || o.starts_with('-')), "{offered:?}");
+    assert!(
+        offered
+            .iter()
+            .all(|o| *o == "verify" || *o == "help" || o.starts_with('-')),
+        "{offered:?}"
+    );
 }
 
 /// Runs an interactive zsh on a pty (zsh's own `zpty`) with the
@@ -325,7 +333,10 @@ fn zsh_completes_plan_and_task_ids_through_gits_own_completion() {
     let repo = repo_with_plans(&mut sb);
     let done = |line: &str| zsh_completes(&sb, &repo, &fpath, line);
     assert_eq!(done("git orch approve pr"), "git orch approve proj");
-    assert_eq!(done("git orch run proj --redo al"), "git orch run proj --redo alpha");
+    assert_eq!(
+        done("git orch run proj --redo al"),
+        "git orch run proj --redo alpha"
+    );
     assert_eq!(done("git orch sta"), "git orch status");
     assert_eq!(done("git-orch cancel ga"), "git-orch cancel gamma");
 }

@@ -125,6 +125,28 @@ pub fn reseed(
     }
 }
 
+/// What the run's agents reported spending: `$1.23`, `unknown` when none
+/// reported a cost, or `$1.23 (unknown for 2 task(s))`.
+fn cost_of(
+    store: &crate::store::Store,
+    state: &crate::state::SharedIndex,
+    run_id: &crate::ids::RunId,
+    plan: &crate::plan::Plan,
+) -> String {
+    let Ok(Some(r)) = state.read(store, |index| {
+        Ok::<_, crate::store::StoreError>(index.run(run_id)?.cloned())
+    }) else {
+        return "unknown".into();
+    };
+    let rows = run::view::task_rows(&r, plan, now_ms());
+    let (usage, unknown) = run::view::run_usage(&rows);
+    match (usage.cost_usd, unknown) {
+        (None, _) => "unknown".into(),
+        (Some(c), 0) => format!("${c:.2}"),
+        (Some(c), n) => format!("${c:.2} (unknown for {n} task(s))"),
+    }
+}
+
 /// Whether a progress event changes a task's state in the log.
 pub fn changes_state(p: &Progress) -> bool {
     matches!(
@@ -329,8 +351,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     match outcome {
         DriveOutcome::Finished(s) => {
             output::status(&format!(
-                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, ${:.2}.",
-                s.done, s.tasks, s.attempts, s.gate_runs, s.cost_usd
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, cost {}.",
+                s.done,
+                s.tasks,
+                s.attempts,
+                s.gate_runs,
+                cost_of(&store, &ctx.state, &run_id, ctx.plan())
             ));
             Ok(exit::OK)
         }
