@@ -267,6 +267,12 @@ pub async fn land(
                 )));
             }
         };
+        if store.commit_info(new)?.tree == store.commit_info(old)?.tree {
+            return Ok(Outcome::Refused(format!(
+                "{} already has every change of branch {}: nothing to land",
+                req.target, req.branch
+            )));
+        }
         if let Some(why) = checkout::blocking_paths(&store, &target_ref, old, new)? {
             return Ok(Outcome::Refused(why));
         }

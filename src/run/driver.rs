@@ -60,6 +60,10 @@ pub async fn drive(
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| RunError::Internal(format!("cannot watch SIGTERM: {e}")))?;
     loop {
+        // Report what has ended before acting on the state it left: a
+        // landing's record is in the log before its report, and the
+        // dependent it frees must not be shown starting first.
+        driver.report_ended()?;
         let run = driver.read_run()?;
         driver.forward_cancels(&run);
         if driver.stop.is_none() {
@@ -431,6 +435,18 @@ impl<'p> Driver<'p> {
             if self.stop.is_none() {
                 self.stop = Some(DriveOutcome::LandingRefused(why));
             }
+        }
+        Ok(())
+    }
+
+    /// Takes in the attempts and landings that ended since the last look,
+    /// without waiting.
+    fn report_ended(&mut self) -> Result<(), RunError> {
+        while let Some(done) = self.landings.try_join_next() {
+            self.landing_ended(done)?;
+        }
+        while let Some(done) = self.running.try_join_next_with_id() {
+            self.attempt_ended(done)?;
         }
         Ok(())
     }
