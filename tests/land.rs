@@ -63,7 +63,11 @@ fn an_approved_branch_lands_through_the_queue_and_verify_accepts_it() {
     // Approve it; approving the same tree again records nothing.
     let out = sb.orch(&repo, &["approve", "--branch", "hotfix"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("git orch land hotfix"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("git orch land hotfix"),
+        "{}",
+        stderr(&out)
+    );
     let again = sb.orch(&repo, &["approve", "--branch", "hotfix"]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(
@@ -151,12 +155,24 @@ fn hostile_branch_names_are_refused_and_write_nothing() {
     for (args, code, says) in [
         (vec!["land", "--", "--force"], 2, "reads as an option"),
         (vec!["land", "refs/tags/v1"], 1, "only local branches"),
-        (vec!["land", "refs/remotes/origin/main"], 1, "only local branches"),
+        (
+            vec!["land", "refs/remotes/origin/main"],
+            1,
+            "only local branches",
+        ),
         (vec!["land", "bad..name"], 1, "not a valid branch name"),
         (vec!["land", "nosuch"], 1, "no branch nosuch"),
-        (vec!["land", "hotfix", "--target", "hotfix"], 2, "land on itself"),
+        (
+            vec!["land", "hotfix", "--target", "hotfix"],
+            2,
+            "land on itself",
+        ),
         (vec!["approve", "--branch=-x"], 2, "reads as an option"),
-        (vec!["approve", "--branch", "refs/tags/v1"], 1, "only local branches"),
+        (
+            vec!["approve", "--branch", "refs/tags/v1"],
+            1,
+            "only local branches",
+        ),
     ] {
         let out = sb.orch(&repo, &args);
         assert_eq!(out.status.code(), Some(code), "{args:?}: {}", stderr(&out));
@@ -188,7 +204,13 @@ fn the_server_hook_accepts_a_hand_landing_pushed_with_its_log() {
     sb.orch_ok(&repo, &["land", "hotfix"]);
     let out = sb.git_output(
         &repo,
-        &["push", "--atomic", "origin", "refs/orch/*:refs/orch/*", "main"],
+        &[
+            "push",
+            "--atomic",
+            "origin",
+            "refs/orch/*:refs/orch/*",
+            "main",
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(

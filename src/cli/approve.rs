@@ -188,8 +188,13 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?
         .is_some_and(|v| v == "true");
-    let verdict = approval::verify(&store, &id, require_signed)
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let verdict = approval::verify(&store, &id, require_signed).map_err(|e| {
+        CommandError::error(super::suggest::with_plan_hint(
+            &e.to_string(),
+            id.as_str(),
+            &store,
+        ))
+    })?;
     if args.json {
         let (state, current, approval) = match &verdict {
             Verdict::Valid { current, approval } => ("approved", current, Some(approval)),

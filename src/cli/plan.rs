@@ -201,15 +201,23 @@ fn load(store: &Store, arg: &str) -> Result<(Plan, String), CommandError> {
         return Ok((parse_plan(&bytes, arg)?, arg.to_owned()));
     }
     let id = PlanId::new(arg).map_err(|_| {
-        CommandError::error(format!(
-            "no file {arg:?}, and it is not a plan id either\nhint: give a plan file, or an id from `git orch plan list`"
+        CommandError::error(super::suggest::with_plan_hint(
+            &format!(
+                "no file {arg:?}, and it is not a plan id either\nhint: give a plan file, or an id from `git orch plan list`"
+            ),
+            arg,
+            store,
         ))
     })?;
     let rev = revisions::latest(store, &id)
         .map_err(|e| CommandError::error(e.to_string()))?
         .ok_or_else(|| {
-            CommandError::error(format!(
-                "no file {arg:?} and no stored plan {arg}\nhint: `git orch plan list` shows the stored plans"
+            CommandError::error(super::suggest::with_plan_hint(
+                &format!(
+                    "no file {arg:?} and no stored plan {arg}\nhint: `git orch plan list` shows the stored plans"
+                ),
+                arg,
+                store,
             ))
         })?;
     Ok((rev.plan, format!("plan {id} revision {}", rev.revision)))
@@ -395,7 +403,15 @@ fn revision_of(store: &Store, id: &PlanId, rev: Option<u32>) -> Result<PlanRevis
         None => revisions::latest(store, id)
             .and_then(|r| r.ok_or_else(|| revisions::RevisionError::NoSuchPlan(id.to_string()))),
     };
-    result.map_err(|e| CommandError::error(e.to_string()))
+    result.map_err(|e| {
+        let message = e.to_string();
+        match e {
+            revisions::RevisionError::NoSuchPlan(_) => {
+                CommandError::error(super::suggest::with_plan_hint(&message, id.as_str(), store))
+            }
+            _ => CommandError::error(message),
+        }
+    })
 }
 
 fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
@@ -514,8 +530,10 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     let id = plan_id(&args.id)?;
     let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
     let latest = all.last().map(|r| r.revision).ok_or_else(|| {
-        CommandError::error(format!(
-            "no plan {id}\nhint: `git orch plan list` shows the stored plans"
+        CommandError::error(super::suggest::with_plan_hint(
+            &format!("no plan {id}\nhint: `git orch plan list` shows the stored plans"),
+            id.as_str(),
+            &store,
         ))
     })?;
     let (from, to) = match (args.from, args.to) {
