@@ -791,6 +791,76 @@ mod tests {
         assert!(lines[4].contains("and 8 more"), "{lines:?}");
     }
 
+    fn row(task: &str, status: Status, attempt: Option<u32>, failure: Option<&str>) -> TaskRow {
+        TaskRow {
+            task: crate::ids::TaskId::new(task).expect("id"),
+            status,
+            attempt,
+            attempts: attempt.map_or(0, |n| n as usize),
+            agent: None,
+            elapsed_ms: Some(3_000),
+            usage: Default::default(),
+            worktree: None,
+            workspace: None,
+            port: None,
+            gate: Some("tests fail".into()),
+            failure: failure.map(str::to_owned),
+            writer: None,
+        }
+    }
+
+    #[test]
+    fn rows_from_the_model_keep_reasons_and_replace_stale_states() {
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(100),
+            Box::new(Sink::default()),
+            "worker",
+        );
+        r.handle(events()[1].clone());
+        r.handle(Progress::Ended {
+            task: "api".into(),
+            attempt: 1,
+            outcome: Outcome::Passed,
+            reason: None,
+        });
+        // Another process landed it: the model says done.
+        r.show(&row("api", Status::Done, Some(1), None));
+        r.show(&row(
+            "web",
+            Status::Failed,
+            Some(3),
+            Some("retry budget exhausted: tests fail"),
+        ));
+        r.show(&row("docs", Status::Blocked, None, Some("depends on web")));
+        let lines = r.state().frame(Instant::now(), true);
+        assert!(
+            lines[0].contains("1 done, 1 blocked, 1 failed"),
+            "{lines:?}"
+        );
+        assert!(lines[2].contains("api  done"), "{lines:?}");
+        assert!(!lines[2].contains("waiting to land"), "{lines:?}");
+        assert!(
+            lines[3].ends_with("retry budget exhausted: tests fail"),
+            "{lines:?}"
+        );
+        assert!(lines[3].contains("#3"), "{lines:?}");
+        assert!(lines[4].ends_with("depends on web"), "{lines:?}");
+        // A row being landed stays `landing` while the log still says
+        // passed; the log's word wins once it changes.
+        r.task("web", Status::Landing, Some(4));
+        r.show(&row("web", Status::Passed, Some(4), None));
+        assert_eq!(r.state().rows[1].state, Status::Landing);
+        r.show(&row(
+            "web",
+            Status::Retrying,
+            Some(4),
+            Some("could not land"),
+        ));
+        assert_eq!(r.state().rows[1].state, Status::Retrying);
+    }
+
     #[test]
     fn long_lines_are_cut_to_the_width() {
         let r = Renderer::with(

@@ -244,7 +244,11 @@ extern "C" fn on_sigint(_: libc::c_int) {
 impl Keys {
     fn new() -> Self {
         let mut saved = None;
-        if std::io::stdin().is_terminal() {
+        // Only in the foreground: a background process changing the
+        // terminal would be stopped by SIGTTOU.
+        // SAFETY: both only read the process group ids.
+        let foreground = unsafe { libc::tcgetpgrp(0) == libc::getpgrp() };
+        if std::io::stdin().is_terminal() && foreground {
             // SAFETY: tcgetattr/tcsetattr fill and read a termios struct
             // for fd 0; the handler only stores to an atomic.
             unsafe {
