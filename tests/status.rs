@@ -172,6 +172,25 @@ fn text_json_and_the_live_view_name_states_alike_and_keep_reasons() {
 }
 
 #[test]
+fn plain_output_ends_with_what_is_not_done_and_why() {
+    let mut sb = Sandbox::new();
+    let p = mixed(&mut sb, false);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let err = stderr(&out);
+    let tail: Vec<&str> = err.lines().rev().take(4).collect();
+    let tail = tail.join("\n");
+    assert!(
+        tail.contains("bad                      failed #1: retry budget exhausted"),
+        "{err}"
+    );
+    assert!(
+        tail.contains("after-bad                blocked: depends on bad"),
+        "{err}"
+    );
+}
+
+#[test]
 fn watch_ends_with_the_runs_exit_code() {
     let mut sb = Sandbox::new();
     let p = mixed(&mut sb, true);

@@ -290,6 +290,11 @@ impl Renderer {
         self.shared.1.notify_one();
     }
 
+    /// How progress is shown.
+    pub fn mode(&self) -> Mode {
+        self.state().mode
+    }
+
     /// Whether a task has a row.
     pub fn has_row(&self, task: &str) -> bool {
         self.state().rows.iter().any(|r| r.task == task)

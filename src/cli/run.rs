@@ -348,6 +348,27 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
     renderer.finish();
     let outcome = outcome.map_err(run_error)?;
+    if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
+        // No last frame in plain output: what is not done, and why, once
+        // more at the end.
+        if let Ok(Some(r)) = ctx.state.read(&store, |index| {
+            Ok::<_, crate::store::StoreError>(index.run(&run_id)?.cloned())
+        }) {
+            for row in run::view::task_rows(&r, ctx.plan(), now_ms()) {
+                if matches!(
+                    row.status,
+                    run::view::Status::Done | run::view::Status::Skipped
+                ) {
+                    continue;
+                }
+                let attempt = row.attempt.map(|n| format!(" #{n}")).unwrap_or_default();
+                output::status(&match row.detail() {
+                    Some(d) => format!("  {:<24} {}{attempt}: {d}", row.task.as_str(), row.status),
+                    None => format!("  {:<24} {}{attempt}", row.task.as_str(), row.status),
+                });
+            }
+        }
+    }
     match outcome {
         DriveOutcome::Finished(s) => {
             output::status(&format!(
