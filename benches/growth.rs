@@ -121,6 +121,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             attempt: 1,
             pid: 5000 + t as u32,
             pgid: 5000 + t as u32,
+            sandbox: None,
         }]);
         ops.push(vec![Event::AgentFinished {
             run_id: run.clone(),
@@ -134,9 +135,11 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
                 input_tokens: 21_000,
                 output_tokens: 3_400,
                 cost_usd: Some(0.0842),
+                ..Default::default()
             },
             unavailable: None,
             tail: "Edited 3 files; all tests pass.\n".repeat(6),
+            cause: None,
         }]);
         ops.push(vec![Event::AttemptResult {
             run_id: run.clone(),

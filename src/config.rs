@@ -11,8 +11,71 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::agent::AgentSpec;
+use crate::agent::price::Price;
 use crate::plan::format::GateMode;
 use crate::store::config::{ConfigValues, Section};
+
+/// `[orch] sandbox`: whether attempts run in a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SandboxMode {
+    /// The sandbox where it works here (bubblewrap on Linux), else none,
+    /// said once at the start of a run.
+    #[default]
+    Auto,
+    /// Always the bubblewrap sandbox; refuse to run agents where it does
+    /// not work.
+    Bwrap,
+    /// No sandbox: agents run as you, with the allow-listed environment.
+    None,
+}
+
+impl SandboxMode {
+    /// Parses a config value (`auto`, `bwrap`, `none`).
+    pub fn parse(value: &str) -> Option<SandboxMode> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "auto" => Some(SandboxMode::Auto),
+            "bwrap" | "bubblewrap" => Some(SandboxMode::Bwrap),
+            "none" | "off" => Some(SandboxMode::None),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Bwrap => "bwrap",
+            SandboxMode::None => "none",
+        }
+    }
+}
+
+/// The `[sandbox]` section and `[orch] sandbox`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: SandboxMode,
+    /// Whether sandboxed commands reach the network (agents need their
+    /// API; `network = false` leaves only loopback inside).
+    pub network: bool,
+    /// More variables passed to every agent and gate (`NAME` or `PREFIX_*`).
+    pub pass_env: Vec<String>,
+    /// More paths sandboxed commands may write (`~/` is the home folder).
+    pub bind: Vec<PathBuf>,
+    /// More paths they may read where the sandbox would hide them.
+    pub ro_bind: Vec<PathBuf>,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        SandboxSettings {
+            mode: SandboxMode::Auto,
+            network: true,
+            pass_env: Vec::new(),
+            bind: Vec::new(),
+            ro_bind: Vec::new(),
+        }
+    }
+}
 
 /// A gate as configured in `[gate "NAME"]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +144,11 @@ pub struct Settings {
     /// `[integration] run`: the merge queue's integration gate commands
     /// (default: every blocking command gate of the landing subtasks).
     pub integration: Vec<String>,
+    /// `[orch] sandbox` and the `[sandbox]` section.
+    pub sandbox: SandboxSettings,
+    /// `[price "MODEL"]` sections: prices that override or extend the
+    /// built-in table, per model name prefix.
+    pub prices: BTreeMap<String, Price>,
 }
 
 impl Default for Settings {
@@ -111,6 +179,8 @@ impl Default for Settings {
             protected: Vec::new(),
             reviewer_independent: true,
             integration: Vec::new(),
+            sandbox: SandboxSettings::default(),
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -244,7 +314,84 @@ impl Settings {
             if let Some(v) = boolean(orch, "reviewerindependent")? {
                 s.reviewer_independent = v;
             }
+            if let Some(v) = orch.get("sandbox") {
+                s.sandbox.mode = SandboxMode::parse(v).ok_or_else(|| {
+                    err(
+                        orch,
+                        "sandbox",
+                        format!("{v:?} is not a sandbox mode; use auto, bwrap or none"),
+                    )
+                })?;
+            }
         }
+        if let Some(sb) = values.section("sandbox", None) {
+            if let Some(v) = boolean(sb, "network")? {
+                s.sandbox.network = v;
+            }
+            for p in sb.values.get("passenv").into_iter().flatten() {
+                if !crate::agent::environment::is_pattern(p.trim()) {
+                    return Err(err(
+                        sb,
+                        "passEnv",
+                        format!("{p:?} is not a variable name; write e.g. AWS_PROFILE or AWS_*"),
+                    ));
+                }
+                s.sandbox.pass_env.push(p.trim().to_owned());
+            }
+            for (key, into) in [
+                ("bind", &mut s.sandbox.bind),
+                ("robind", &mut s.sandbox.ro_bind),
+            ] {
+                for p in sb.values.get(key).into_iter().flatten() {
+                    let p = p.trim();
+                    if !(p.starts_with('/') || p.starts_with("~/")) {
+                        return Err(err(
+                            sb,
+                            key,
+                            format!("{p:?} must be an absolute path or start with ~/"),
+                        ));
+                    }
+                    into.push(PathBuf::from(p));
+                }
+            }
+        }
+        for p in values.subsections("price") {
+            let model = p.subsection.clone().expect("subsections have names");
+            let usd = |key: &str| -> Result<Option<f64>, ConfigError> {
+                match p.get(key) {
+                    None => Ok(None),
+                    Some(v) => v
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|f| f.is_finite() && *f >= 0.0)
+                        .map(Some)
+                        .ok_or_else(|| {
+                            err(
+                                p,
+                                key,
+                                format!("{v:?} is not a price; write US dollars per million tokens, e.g. 3.00"),
+                            )
+                        }),
+                }
+            };
+            let (Some(input), Some(output)) = (usd("input")?, usd("output")?) else {
+                return Err(err(
+                    p,
+                    "input",
+                    "a price needs both `input` and `output` (US dollars per million tokens)"
+                        .into(),
+                ));
+            };
+            let price = Price {
+                input,
+                output,
+                cache_read: usd("cacheread")?.unwrap_or(input),
+                cache_write: usd("cachewrite")?.unwrap_or(input),
+            };
+            s.prices.insert(model, price);
+        }
+
         if let Some(b) = values.section("breaker", None) {
             if let Some(v) = number(b, "consecutivefailures")? {
                 s.breaker.consecutive_failures = v;
@@ -284,6 +431,15 @@ impl Settings {
         }
         for a in values.subsections("agent") {
             let name = a.subsection.clone().expect("subsections have names");
+            // Checked now, so a typo stops the run before anything is
+            // written rather than failing every attempt.
+            AgentSpec::from_config(&name, &a.values).map_err(|e| ConfigError {
+                origin: format!("[agent \"{name}\"]"),
+                message: e
+                    .to_string()
+                    .trim_start_matches(&format!("[agent \"{name}\"]: "))
+                    .to_owned(),
+            })?;
             s.agents.insert(name, a.values.clone());
         }
         Ok(s)
@@ -336,11 +492,51 @@ mod tests {
             "[orch]\ncap = 0\n",
             "[orch]\ntimeout = soon\n",
             "[pinch]\npath = a[\n",
+            "[orch]\nsandbox = banana\n",
+            "[sandbox]\nnetwork = maybe\n",
+            "[sandbox]\npassEnv = A B\n",
+            "[sandbox]\nbind = relative/path\n",
+            "[price \"m\"]\ninput = cheap\noutput = 1\n",
+            "[price \"m\"]\ninput = 1\n",
+            "[agent \"x\"]\nkind = claude\napiRetries = many\n",
         ] {
             let v = parse_config(bad.as_bytes(), "t").expect("syntax ok");
             let e = Settings::from_values(&v).expect_err(bad);
             assert!(e.to_string().starts_with('['), "{e}");
         }
+    }
+
+    #[test]
+    fn sandbox_and_prices() {
+        let text = br#"
+[orch]
+    sandbox = none
+[sandbox]
+    network = false
+    passEnv = AWS_PROFILE
+    passEnv = MY_*
+    bind = ~/.cargo/registry
+    roBind = /opt/sdk
+[price "my-model"]
+    input = 1.5
+    output = 6
+    cacheRead = 0.15
+"#;
+        let v = parse_config(text, "test").expect("parses");
+        let s = Settings::from_values(&v).expect("valid");
+        assert_eq!(s.sandbox.mode, SandboxMode::None);
+        assert!(!s.sandbox.network);
+        assert_eq!(s.sandbox.pass_env, ["AWS_PROFILE", "MY_*"]);
+        assert_eq!(s.sandbox.bind, [PathBuf::from("~/.cargo/registry")]);
+        assert_eq!(s.sandbox.ro_bind, [PathBuf::from("/opt/sdk")]);
+        let p = s.prices["my-model"];
+        assert_eq!(
+            (p.input, p.output, p.cache_read, p.cache_write),
+            (1.5, 6.0, 0.15, 1.5)
+        );
+        let d = Settings::default();
+        assert_eq!(d.sandbox.mode, SandboxMode::Auto);
+        assert!(d.sandbox.network);
     }
 
     #[test]

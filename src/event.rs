@@ -157,6 +157,10 @@ pub enum Event {
         pid: u32,
         /// Process group id (the agent leads its own group).
         pgid: u32,
+        /// How the agent is confined: `bwrap` or `none` (absent in logs
+        /// written before git-orch had a sandbox).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<String>,
     },
     /// The per-worktree setup command ran.
     SetupFinished {
@@ -188,6 +192,10 @@ pub enum Event {
         unavailable: Option<String>,
         /// Masked tail of its output.
         tail: String,
+        /// The agent's own last error message (masked, one line), when it
+        /// printed one: what failure reasons quote.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<String>,
     },
     /// What the agent left became the attempt's result commit.
     AttemptResult {
@@ -470,10 +478,30 @@ pub struct RunSettings {
 /// Tokens and cost an agent reported.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AgentUsage {
+    /// Prompt-side tokens, cached ones included.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Cost in US dollars; absent when unknown (the CLI reports none and
+    /// the model is not in the price table), which is not the same as 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// The model, as the CLI or the agent's config names it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// `reported` (by the CLI) or `estimated` (from the price table);
+    /// absent with no cost, and in logs from before estimates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_source: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// How a gate's failure counts.

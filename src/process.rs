@@ -4,11 +4,63 @@
 //! should not do (fetch and push with the user's credentials, gc, commits in a
 //! populated worktree, signing), and long-running commands (agents, gates)
 //! that run in a process group of their own so a timeout can stop the whole
-//! tree with `killpg`. Nothing here knows about plans or runs.
+//! tree with `killpg`, under a supervisor (`supervisor`) that ends the
+//! whole tree when the process that started it dies, even by SIGKILL.
+//! Nothing here knows about plans or runs.
+//!
+//! It also owns the one shell-quoting helper ([`shell_quote`]): text that
+//! reaches `sh` is built here or with it, nowhere else.
+
+mod supervisor;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+pub use supervisor::{Supervision, supervise};
+
+/// Exit code of a supervisor whose parent died before the command
+/// started: nobody is left to read it, but it must not look like success.
+pub const PARENT_GONE_EXIT: i32 = 125;
+
+/// Quotes `value` as one word for a POSIX shell: inside single quotes
+/// nothing is special, and a `'` is written as `'\''` (close the quotes,
+/// an escaped quote, reopen them). The only quoting function of the
+/// codebase: values that can be passed as arguments or environment
+/// variables should be, and this is for the few scripts that must name a
+/// fixed path (hook shims, detached housekeeping).
+pub fn shell_quote(value: &str) -> String {
+    let mut quoted = String::with_capacity(value.len() + 2);
+    quoted.push('\'');
+    for c in value.chars() {
+        if c == '\'' {
+            quoted.push_str("'\\''");
+        } else {
+            quoted.push(c);
+        }
+    }
+    quoted.push('\'');
+    quoted
+}
+
+/// The program that supervises long-running commands (this very binary,
+/// run as `git-orch supervise`), set once at start-up by the command line.
+/// Unset (as in unit tests of the library), commands run directly.
+static SUPERVISOR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes every [`GroupChild`] run under `exe supervise` (Linux only, where
+/// the supervisor's guarantees hold). Called once by the binary's `main`.
+pub fn use_supervisor(exe: PathBuf) {
+    if cfg!(target_os = "linux") {
+        let _ = SUPERVISOR.set(exe);
+    }
+}
+
+/// Whether commands run under the supervisor.
+pub fn supervised() -> bool {
+    SUPERVISOR.get().is_some()
+}
 
 /// A program that could not be started or did not succeed.
 #[derive(Debug, thiserror::Error)]
@@ -214,10 +266,14 @@ pub struct GroupSpec {
     pub program: String,
     pub args: Vec<String>,
     pub cwd: PathBuf,
-    /// Variables added to the inherited environment.
+    /// Variables added to the environment (the whole environment when
+    /// `env_clear` is set).
     pub env: Vec<(String, String)>,
     /// Variables removed from it.
     pub env_remove: Vec<String>,
+    /// Start from an empty environment instead of this process's: the
+    /// caller passes an allow-listed environment in `env`.
+    pub env_clear: bool,
     /// Bytes for stdin; `None` connects stdin to /dev/null (agent CLIs
     /// read an open stdin as more prompt and would wait forever).
     pub stdin: Option<Vec<u8>>,
@@ -226,14 +282,34 @@ pub struct GroupSpec {
     /// Applied to every output line before it reaches the files (secret
     /// masking): the raw bytes then never touch the disk.
     pub filter: Option<LineFilter>,
+    /// Told every output line (after `filter`) as it arrives; returning
+    /// true stops the group at once (an agent whose stream says it cannot
+    /// go on, such as a refused API key, need not run to its timeout).
+    pub on_line: Option<LineWatcher>,
 }
 
 /// A per-line output filter; it may keep state between lines (a private
 /// key spans several).
 pub type LineFilter = std::sync::Arc<dyn Fn(&str) -> String + Send + Sync>;
 
-/// Copies `from` to the file at `to` line by line through `filter`.
-async fn pump(from: impl tokio::io::AsyncRead + Unpin, to: std::fs::File, filter: LineFilter) {
+/// Which output a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// Watches output lines; true means "stop the command now".
+pub type LineWatcher = std::sync::Arc<dyn Fn(Stream, &str) -> bool + Send + Sync>;
+
+/// Copies `from` to the file at `to` line by line through `filter`,
+/// telling `watch` each line and `stop` when it asks to end the command.
+async fn pump(
+    from: impl tokio::io::AsyncRead + Unpin,
+    to: std::fs::File,
+    filter: LineFilter,
+    watch: Option<(Stream, LineWatcher, std::sync::Arc<tokio::sync::Notify>)>,
+) {
     use std::io::Write;
     use tokio::io::AsyncBufReadExt;
     let mut reader = tokio::io::BufReader::new(from);
@@ -249,8 +325,14 @@ async fn pump(from: impl tokio::io::AsyncRead + Unpin, to: std::fs::File, filter
                     Some(b) => (b, "\n"),
                     None => (text.as_ref(), ""),
                 };
-                let _ = write!(to, "{}{nl}", filter(body));
+                let shown = filter(body);
+                let _ = write!(to, "{shown}{nl}");
                 let _ = to.flush();
+                if let Some((stream, watch, stop)) = &watch
+                    && watch(*stream, &shown)
+                {
+                    stop.notify_one();
+                }
             }
         }
     }
@@ -264,11 +346,25 @@ pub struct Ended {
     pub timed_out: bool,
     /// Stopped because the caller cancelled (Ctrl-C, circuit breaker).
     pub cancelled: bool,
+    /// Stopped because the line watcher asked (see [`GroupSpec::on_line`]).
+    pub stopped_early: bool,
 }
 
 impl Ended {
     pub fn success(&self) -> bool {
-        self.exit == Some(0) && !self.timed_out && !self.cancelled
+        self.exit == Some(0) && !self.timed_out && !self.cancelled && !self.stopped_early
+    }
+
+    /// An end for a command that could not start at all (exit 127, as a
+    /// shell reports a missing program).
+    pub fn not_started() -> Self {
+        Ended {
+            exit: Some(127),
+            signal: None,
+            timed_out: false,
+            cancelled: false,
+            stopped_early: false,
+        }
     }
 }
 
@@ -278,6 +374,7 @@ pub struct GroupChild {
     child: tokio::process::Child,
     pgid: u32,
     pumps: Vec<tokio::task::JoinHandle<()>>,
+    stop: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// Sends `signal` to the process group `pgid`; false if no process is in
@@ -359,7 +456,9 @@ pub fn stop_group_blocking(pgid: u32, grace: std::time::Duration) {
 }
 
 impl GroupChild {
-    /// Starts `spec` as the leader of a new process group.
+    /// Starts `spec` as the leader of a new process group; under the
+    /// supervisor when one is set (see [`use_supervisor`]), which then
+    /// leads the group and runs the command in it.
     pub fn spawn(spec: &GroupSpec) -> Result<Self, ProcessError> {
         let open = |p: &Path| {
             std::fs::OpenOptions::new()
@@ -371,10 +470,27 @@ impl GroupChild {
                     source,
                 })
         };
-        let mut cmd = tokio::process::Command::new(&spec.program);
+        let mut cmd = match SUPERVISOR.get() {
+            Some(exe) => {
+                let mut c = tokio::process::Command::new(exe);
+                c.arg("supervise")
+                    .arg("--parent")
+                    .arg(std::process::id().to_string())
+                    .arg("--")
+                    .arg(&spec.program)
+                    .args(&spec.args);
+                c
+            }
+            None => {
+                let mut c = tokio::process::Command::new(&spec.program);
+                c.args(&spec.args);
+                c
+            }
+        };
         let (out, err) = (open(&spec.stdout)?, open(&spec.stderr)?);
-        cmd.args(&spec.args).current_dir(&spec.cwd).process_group(0);
-        if spec.filter.is_some() {
+        cmd.current_dir(&spec.cwd).process_group(0);
+        let piped = spec.filter.is_some() || spec.on_line.is_some();
+        if piped {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         } else {
             cmd.stdout(Stdio::from(out.try_clone().map_err(|source| {
@@ -396,6 +512,9 @@ impl GroupChild {
             Stdio::null()
         })
         .kill_on_drop(false);
+        if spec.env_clear {
+            cmd.env_clear();
+        }
         for k in &spec.env_remove {
             cmd.env_remove(k);
         }
@@ -407,13 +526,24 @@ impl GroupChild {
             source,
         })?;
         let pgid = child.id().expect("a just-spawned child has a pid");
+        let stop = std::sync::Arc::new(tokio::sync::Notify::new());
         let mut pumps = Vec::new();
-        if let Some(filter) = &spec.filter {
+        if piped {
+            let filter: LineFilter = spec
+                .filter
+                .clone()
+                .unwrap_or_else(|| std::sync::Arc::new(|l: &str| l.to_owned()));
+            let watch = |stream| spec.on_line.clone().map(|w| (stream, w, stop.clone()));
             if let Some(o) = child.stdout.take() {
-                pumps.push(tokio::spawn(pump(o, out, filter.clone())));
+                pumps.push(tokio::spawn(pump(
+                    o,
+                    out,
+                    filter.clone(),
+                    watch(Stream::Stdout),
+                )));
             }
             if let Some(e) = child.stderr.take() {
-                pumps.push(tokio::spawn(pump(e, err, filter.clone())));
+                pumps.push(tokio::spawn(pump(e, err, filter, watch(Stream::Stderr))));
             }
         }
         if let (Some(bytes), Some(mut stdin)) = (spec.stdin.clone(), child.stdin.take()) {
@@ -423,7 +553,12 @@ impl GroupChild {
                 let _ = stdin.write_all(&bytes).await;
             });
         }
-        Ok(Self { child, pgid, pumps })
+        Ok(Self {
+            child,
+            pgid,
+            pumps,
+            stop,
+        })
     }
 
     /// The leader's pid, which is also the group id.
@@ -431,9 +566,9 @@ impl GroupChild {
         self.pgid
     }
 
-    /// Waits until the leader exits, `deadline` passes, or `cancel` turns
-    /// true; then makes sure no member of the group is left (TERM, then
-    /// KILL after `grace`).
+    /// Waits until the leader exits, `deadline` passes, `cancel` turns
+    /// true or the line watcher asks to stop; then makes sure no member of
+    /// the group is left (TERM, then KILL after `grace`).
     pub async fn wait(
         &mut self,
         deadline: tokio::time::Instant,
@@ -443,10 +578,13 @@ impl GroupChild {
         use std::os::unix::process::ExitStatusExt;
         let mut timed_out = false;
         let mut cancelled = false;
+        let mut stopped_early = false;
+        let stop = self.stop.clone();
         let status = tokio::select! {
             s = self.child.wait() => s.ok(),
             _ = tokio::time::sleep_until(deadline) => { timed_out = true; None }
             _ = async { while !*cancel.borrow_and_update() { if cancel.changed().await.is_err() { std::future::pending::<()>().await } } } => { cancelled = true; None }
+            _ = stop.notified() => { stopped_early = true; None }
         };
         let status = match status {
             Some(s) => Some(s),
@@ -470,6 +608,7 @@ impl GroupChild {
             signal: status.and_then(|s| s.signal()),
             timed_out,
             cancelled,
+            stopped_early,
         }
     }
 
@@ -484,6 +623,57 @@ impl GroupChild {
             }
         }
     }
+}
+
+/// Runs `program` to its end with a clean environment (`env` only, plus
+/// nothing inherited), stdin from /dev/null, and returns its exit code and
+/// merged output, or `None` if it could not start. Killed (with its
+/// process group) after `timeout`. For quick probes: `--version`, whether
+/// bubblewrap works here.
+pub fn capture(
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+    timeout: std::time::Duration,
+) -> Option<(Option<i32>, String)> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let (mut reader, writer) = std::io::pipe().ok()?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone().ok()?)
+        .stderr(writer)
+        .process_group(0);
+    let mut child = cmd.spawn().ok()?;
+    drop(cmd);
+    let pgid = child.id();
+    let reading = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        // Bounded: a probe that prints without end is not a version.
+        let _ = (&mut reader).take(256 * 1024).read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    });
+    let deadline = std::time::Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            _ => {
+                signal_group(pgid, libc::SIGKILL);
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    // Whatever it started in its group goes too, so the pipe closes.
+    signal_group(pgid, libc::SIGKILL);
+    let text = reading.join().unwrap_or_default();
+    Some((status.and_then(|s| s.code()), text))
 }
 
 /// The last `max` bytes of a file, as text (for output tails).
@@ -505,6 +695,12 @@ pub fn tail_of(path: &Path, max: usize) -> String {
         return text[i + 1..].to_owned();
     }
     text
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
 }
 
 /// Whether `program` can be found on PATH (or is an existing path).

@@ -1,23 +1,43 @@
-//! The `command` agent's template, run by a real `sh`: every placeholder
-//! value reaches the program as exactly one literal argument, however
-//! hostile (quotes, command substitution, globs, spaces, newlines), and
-//! nothing in it is evaluated.
+//! The `command` agent's template, run by a real `sh` and through `git
+//! orch run`: hostile values (`$(…)`, backticks, quotes, newlines, `;`) in
+//! every placeholder, in every quoting position of a template, reach the
+//! program as literal data and run nothing.
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
+use common::{Sandbox, stderr};
 use git_orch::agent::{AgentSpec, PromptInput, invocation};
 
-/// Runs the invocation and returns the NUL-separated words it printed.
-fn words_printed(template: &str, input: &PromptInput, args: &[&str]) -> Vec<String> {
+/// The word a template position prints for a value.
+type Expected = fn(&str) -> String;
+
+/// Values that would run `touch <canary>` if any were evaluated.
+fn hostile(canary: &Path) -> Vec<String> {
+    let c = canary.display();
+    vec![
+        format!("$(touch {c})"),
+        format!("`touch {c}`"),
+        format!("x'; touch {c}; echo '"),
+        format!("x\"; touch {c}; echo \""),
+        format!("a\nb; touch {c}"),
+        format!(";touch {c};"),
+        format!("$(touch {c})' \"`touch {c}`\" \\"),
+        "${HOME} * ?".to_owned(),
+    ]
+}
+
+/// Runs the invocation of `template` as the runner would (its program,
+/// args and environment, nothing inherited) and returns the NUL-separated
+/// words it printed.
+fn words_printed(template: &str, input: &PromptInput, model: &str) -> Vec<String> {
     let values = BTreeMap::from([
         ("kind".to_owned(), vec!["command".to_owned()]),
         ("command".to_owned(), vec![template.to_owned()]),
-        (
-            "args".to_owned(),
-            args.iter().map(|a| (*a).to_owned()).collect(),
-        ),
+        ("model".to_owned(), vec![model.to_owned()]),
     ]);
     let spec = AgentSpec::from_config("quoting", &values).expect("valid spec");
     let inv = invocation(&spec, input);
@@ -26,11 +46,12 @@ fn words_printed(template: &str, input: &PromptInput, args: &[&str]) -> Vec<Stri
         .current_dir(input.workdir)
         .env_clear()
         .env("PATH", "/usr/bin:/bin")
+        .envs(inv.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .output()
         .expect("run sh");
     assert!(
         out.status.success(),
-        "sh failed: {}",
+        "sh failed for {template:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
@@ -42,40 +63,142 @@ fn words_printed(template: &str, input: &PromptInput, args: &[&str]) -> Vec<Stri
 }
 
 #[test]
-fn hostile_values_arrive_as_single_literal_arguments() {
+fn hostile_values_in_every_placeholder_and_quoting_position_run_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let canary = dir.path().join("pwned");
-    let task = format!("t'; touch {} #", canary.display());
-    let prompt_file = format!(
-        "{}/it's $(touch {}) `touch {}`\nline two/*.md",
-        dir.path().display(),
-        canary.display(),
-        canary.display()
+    // Positions where the placeholder stands, and the word each prints.
+    let positions: [(&str, Expected); 7] = [
+        ("{P}", |v| v.to_owned()),
+        ("\"{P}\"", |v| v.to_owned()),
+        ("'{P}'", |v| v.to_owned()),
+        ("--x={P}", |v| format!("--x={v}")),
+        ("'--x={P}'", |v| format!("--x={v}")),
+        ("\"--x={P}\"", |v| format!("--x={v}")),
+        ("\"$(printf %s {P})\"", |v| {
+            v.trim_end_matches('\n').to_owned()
+        }),
+    ];
+    // Positions whose output depends on the shell's word splitting: only
+    // "runs nothing" is checked there.
+    let loose = [
+        "$(printf '%s\\0' {P})",
+        "`printf '%s\\0' {P}`",
+        "\"`printf '%s' {P}`\"",
+        "x{P}y{P}z",
+    ];
+    for value in hostile(&canary) {
+        let workdir = dir.path().join("w");
+        std::fs::create_dir_all(&workdir).expect("workdir");
+        let prompt_file = dir.path().join(format!("p-{}.md", value.len()));
+        let input = PromptInput {
+            prompt: "unused",
+            prompt_file: &prompt_file,
+            workdir: &workdir,
+            task: &value,
+            attempt: 7,
+        };
+        let placeholders = ["{task}", "{prompt_file}", "{workdir}", "{model}"];
+        let expected_value = |p: &str| match p {
+            "{task}" => value.clone(),
+            "{prompt_file}" => prompt_file.to_string_lossy().into_owned(),
+            "{workdir}" => workdir.to_string_lossy().into_owned(),
+            _ => value.clone(),
+        };
+        for placeholder in placeholders {
+            for (position, expected) in &positions {
+                let template = format!("printf '%s\\0' {}", position.replace("{P}", placeholder));
+                let words = words_printed(&template, &input, &value);
+                assert_eq!(
+                    words,
+                    [expected(&expected_value(placeholder))],
+                    "template {template:?} with value {value:?}"
+                );
+            }
+            for position in loose {
+                let template = format!("printf '%s\\0' {}", position.replace("{P}", placeholder));
+                words_printed(&template, &input, &value);
+            }
+        }
+        // {attempt} is a number, but it is passed the same way.
+        let words = words_printed("printf '%s\\0' '{attempt}' \"$0\"", &input, &value);
+        assert_eq!(words, ["7", "quoting"]);
+        assert!(
+            !canary.exists(),
+            "a value was evaluated by the shell: {value:?}"
+        );
+    }
+}
+
+#[test]
+fn a_run_with_hostile_paths_and_model_lands_the_literal_values() {
+    let sb = Sandbox::new();
+    let canary = sb.path().join("canary");
+    // The repository's own path (and so the prompt file's and the
+    // worktree's) and the model name are hostile.
+    let name = format!("it's $(touch {c}) `touch {c}` ;x", c = canary.display());
+    let repo = sb.repo(&name);
+    std::fs::create_dir_all(repo.join(".orch")).expect("mkdir");
+    std::fs::create_dir_all(repo.join("src/a")).expect("mkdir");
+    std::fs::write(repo.join("src/a/README"), "a\n").expect("write");
+    let model = format!("m'; touch {c}; \"$(touch {c})\"\nx", c = canary.display());
+    let template = r#"printf '%s\n' {task} "{prompt_file}" '--w={workdir}' "$(printf %s {model})" > src/a/words"#;
+    let config = format!(
+        "[orch]\n    agent = tpl\n[agent \"tpl\"]\n    kind = command\n    model = {}\n    command = {}\n",
+        git_config_value(&model),
+        git_config_value(template)
     );
-    let input = PromptInput {
-        prompt: "unused",
-        prompt_file: Path::new(&prompt_file),
-        workdir: dir.path(),
-        task: &task,
-        attempt: 7,
-    };
-    let words = words_printed(
-        r#"printf '%s\0' {task} {prompt_file} {attempt} {model} "$0" "$@""#,
-        &input,
-        &["arg with space", "$(touch x)"],
+    std::fs::write(repo.join(".orch/config"), config).expect("config");
+    sb.git(&repo, &["add", "."]);
+    sb.git(
+        &repo,
+        &[
+            "-c",
+            "user.name=Seed",
+            "-c",
+            "user.email=seed@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "project",
+        ],
     );
-    assert_eq!(
-        words,
-        [
-            task.as_str(),
-            prompt_file.as_str(),
-            "7",
-            // {model} is unset: an empty word, which printf drops here.
-            "quoting",
-            "arg with space",
-            "$(touch x)",
-        ]
+    let plan = serde_json::json!({
+        "version": 1, "id": "q", "instruction": "quote",
+        "subtasks": [{"id": "a", "title": "A", "owned_globs": ["src/a/**"], "deliverable": "a", "verification": "true"}],
+    });
+    let plan_file = sb.path().join("plan.json");
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&repo, &["approve", "q"]);
+    let out = sb.orch(&repo, &["run", "q"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let words = std::fs::read_to_string(repo.join("src/a/words")).expect("landed");
+    let lines: Vec<&str> = words.lines().collect();
+    assert_eq!(lines[0], "a");
+    assert!(
+        lines[1].ends_with("a-1.md") && lines[1].contains(&name),
+        "{words}"
     );
-    assert!(!canary.exists(), "a value was evaluated by the shell");
-    assert!(!dir.path().join("x").exists(), "an arg was evaluated");
+    assert!(
+        lines[2].starts_with("--w=") && lines[2].ends_with("a-1"),
+        "{words}"
+    );
+    assert_eq!(words.lines().skip(3).collect::<Vec<_>>().join("\n"), model);
+    assert!(!canary.exists(), "a value was evaluated");
+}
+
+/// `value` as a git-config value: quoted, with `"`, `\` and newlines
+/// escaped.
+fn git_config_value(value: &str) -> String {
+    let mut out = String::from("\"");
+    for c in value.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }

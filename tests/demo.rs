@@ -355,6 +355,8 @@ fn another_agent_runs_the_same_plan_without_scripted_mistakes() {
         std::fs::write(scripts.join(format!("{task}.script")), script).expect("script");
     }
     sb.set_env("FAKE_AGENT_DIR", &scripts.to_string_lossy());
+    // The fake stands in for a Claude Code with a key: the preflight asks.
+    sb.set_env("ANTHROPIC_API_KEY", "sk-fake-key");
     let keep = sb.path().join("demo");
     let out = sb.orch(
         sb.path(),

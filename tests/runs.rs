@@ -601,6 +601,7 @@ fn ports_are_exported_and_an_explicit_port_wins() {
 fn fake_claude_reports_cost_through_its_stream_json() {
     let mut sb = Sandbox::new();
     sb.set_env("FAKE_CLAUDE_COST", "0.25");
+    sb.set_env("ANTHROPIC_API_KEY", "sk-fake-key");
     let p = project(&mut sb, &[("a", &[], "true")], None);
     p.script("a", "write src/a/done yes\n");
     let out = sb.orch(&p.repo, &["run", "proj", "--agent", "claude"]);

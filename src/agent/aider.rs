@@ -18,10 +18,18 @@
 //!   per reply, so the captured log reads cleanly.
 //! - `--no-gitignore`: without it Aider (told yes to everything) appends
 //!   `.aider*` to `.gitignore`, an edit outside any task's owned paths.
-//! - `--chat-history-file`, `--input-history-file`: moved beside the prompt
-//!   file, outside the worktree, so the histories are not committed as part
-//!   of the result. (The repo-map cache, `.aider.tags.cache.v3/`, has no
-//!   such option; the runner must keep `.aider*` out of the result.)
+//! - `--chat-history-file`, `--input-history-file`: moved into a folder of
+//!   the attempt's own beside the prompt file (`<prompt>.aider/`), outside
+//!   the worktree, so the histories are not committed as part of the result
+//!   and two attempts never write the same file. The folder is listed in
+//!   [`Invocation::writable`], so a sandboxed Aider may write it. (The
+//!   repo-map cache, `.aider.tags.cache.v3/`, has no such option; the
+//!   runner must keep `.aider*` out of the result.)
+//! - `--no-suggest-shell-commands`: `--yes-always` answers yes to edits and
+//!   new files but, since 0.7x, declines to run suggested shell commands
+//!   (they need an explicit yes), so that is already Aider's mild mode and
+//!   there is no bypass to grant even in the sandbox; not asking for
+//!   commands saves the tokens of suggesting them.
 //! - `--no-check-update`, `--no-show-release-notes`, `--no-analytics`:
 //!   nothing on start-up may wait for an answer or reach out for its own
 //!   reasons; without `--no-analytics`, `--yes-always` would also opt the
@@ -39,6 +47,12 @@ const CHAT_HISTORY_FILE: &str = "aider.chat.history.md";
 /// Aider's input history, kept beside the prompt file.
 const INPUT_HISTORY_FILE: &str = "aider.input.history";
 
+/// The attempt's own folder for Aider's history files: beside the prompt
+/// file, named after it.
+fn history_dir(prompt_file: &std::path::Path) -> std::path::PathBuf {
+    prompt_file.with_extension("aider")
+}
+
 pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
     let mut inv = base_invocation(spec);
     inv.args.extend(
@@ -50,18 +64,20 @@ pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
             "--no-check-update",
             "--no-show-release-notes",
             "--no-analytics",
+            "--no-suggest-shell-commands",
         ]
         .map(String::from),
     );
-    let beside_prompt = |name: &str| input.prompt_file.with_file_name(name);
+    let own = history_dir(input.prompt_file);
     inv.args.push(format!(
         "--chat-history-file={}",
-        beside_prompt(CHAT_HISTORY_FILE).to_string_lossy()
+        own.join(CHAT_HISTORY_FILE).to_string_lossy()
     ));
     inv.args.push(format!(
         "--input-history-file={}",
-        beside_prompt(INPUT_HISTORY_FILE).to_string_lossy()
+        own.join(INPUT_HISTORY_FILE).to_string_lossy()
     ));
+    inv.writable.push(own);
     if let Some(model) = &spec.model {
         inv.args.push(format!("--model={model}"));
     }
@@ -112,6 +128,8 @@ pub(super) fn parse_usage(text: &str) -> Usage {
             match label.trim() {
                 "sent" => usage.input_tokens += n,
                 "received" => usage.output_tokens += n,
+                "cache hit" => usage.cache_read_tokens += n,
+                "cache write" => usage.cache_write_tokens += n,
                 _ => continue,
             }
             counted = true;
@@ -158,7 +176,7 @@ mod tests {
         }
     }
 
-    const FIXED: [&str; 9] = [
+    const FIXED: [&str; 10] = [
         "--yes-always",
         "--no-pretty",
         "--no-stream",
@@ -166,8 +184,9 @@ mod tests {
         "--no-check-update",
         "--no-show-release-notes",
         "--no-analytics",
-        "--chat-history-file=/repo/.git/orch/runs/r1/add-parser/1/aider.chat.history.md",
-        "--input-history-file=/repo/.git/orch/runs/r1/add-parser/1/aider.input.history",
+        "--no-suggest-shell-commands",
+        "--chat-history-file=/repo/.git/orch/runs/r1/add-parser/1/prompt.aider/aider.chat.history.md",
+        "--input-history-file=/repo/.git/orch/runs/r1/add-parser/1/prompt.aider/aider.input.history",
     ];
 
     #[test]
@@ -179,6 +198,12 @@ mod tests {
         expected.push("--message=Implement the parser.".into());
         assert_eq!(inv.args, expected);
         assert_eq!(inv.stdin, None);
+        assert_eq!(
+            inv.writable,
+            [std::path::PathBuf::from(
+                "/repo/.git/orch/runs/r1/add-parser/1/prompt.aider"
+            )]
+        );
     }
 
     #[test]
@@ -216,9 +241,12 @@ mod tests {
             Usage {
                 input_tokens: 4800 + 12_000,
                 output_tokens: 312 + 95,
+                cache_read_tokens: 3100,
+                cache_write_tokens: 1200,
                 cost_usd: Some(0.03),
                 turns: Some(2),
                 is_error: None,
+                model: None,
             }
         );
         assert_eq!(

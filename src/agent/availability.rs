@@ -31,6 +31,14 @@ pub enum Availability {
     Missing,
     /// The provider refused: rate limit, usage limit, quota or overload.
     RateLimited,
+    /// The provider refused the agent's credentials (401, 403, a missing or
+    /// invalid key): no retry can fix that during the run.
+    AuthFailed,
+    /// The provider is overloaded or failing (529, 5xx).
+    Overloaded,
+    /// The provider could not be reached (connection refused, DNS, a
+    /// stream that broke off).
+    Unreachable,
 }
 
 /// Phrases (lower-case) that mean the provider refused the request.

@@ -13,16 +13,22 @@
 //!   `is_error`. Streaming rather than `json` means a run that is killed at
 //!   its timeout still leaves the per-message usage behind.
 //! - `--verbose`: print mode refuses `stream-json` without it.
-//! - `--dangerously-skip-permissions`: the same as `--permission-mode
-//!   bypassPermissions`, "everything runs without asking". The milder
-//!   `acceptEdits` approves file edits and a few filesystem commands (mkdir,
-//!   touch, mv, cp) but nothing else, and in print mode a tool call that
-//!   would ask is denied, so the agent could not run the build or the tests
-//!   it is told to check its work with. The attempt runs in a throwaway
-//!   worktree whose result is gated before it merges, which is the isolated
-//!   setting the docs ask for. Claude Code refuses this flag when run as
-//!   root unless `IS_SANDBOX=1` (anthropics/claude-code#9184); in a root
-//!   container, add `env = IS_SANDBOX=1` to the agent's section.
+//! - `--include-partial-messages`: the raw stream events too, among them
+//!   each message's `message_delta` with its running output-token count.
+//!   Without them the `assistant` lines carry only the count of
+//!   `message_start` (1), so an agent killed at its timeout would be
+//!   recorded with almost no output tokens.
+//! - `--dangerously-skip-permissions` (the same as `--permission-mode
+//!   bypassPermissions`): "everything runs without asking". Passed only
+//!   inside git-orch's sandbox, or when the agent's section says
+//!   `bypassPermissions = true`. Claude Code refuses it when run as root
+//!   unless `IS_SANDBOX=1` (anthropics/claude-code#9184), which git-orch
+//!   sets only when the attempt really is sandboxed.
+//! - Otherwise `--permission-mode acceptEdits` ("automatically accept file
+//!   edits") with `--allowedTools Bash(<command>)` and `Bash(<command> *)`
+//!   for the subtask's verification and the gate commands, so the agent can
+//!   check its work; in print mode any other tool call that would ask is
+//!   denied.
 //! - `--model M`: "an alias for the latest model (sonnet, opus) or a
 //!   model's full name".
 //! - `--`: the prompt is a positional argument (commander.js); after `--` a
@@ -39,9 +45,14 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::usage::{Usage, amount, count, count0, json_lines};
-use super::{AgentSpec, Invocation, PromptInput, base_invocation, prompt_fits_argv};
+use super::{AgentSpec, Invocation, Permissions, PromptInput, base_invocation, prompt_fits_argv};
 
-pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
+pub(super) fn invocation(
+    spec: &AgentSpec,
+    input: &PromptInput,
+    bypass: bool,
+    permissions: &Permissions,
+) -> Invocation {
     let mut inv = base_invocation(spec);
     inv.args.extend(
         [
@@ -49,10 +60,33 @@ pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
             "--output-format",
             "stream-json",
             "--verbose",
-            "--dangerously-skip-permissions",
+            "--include-partial-messages",
         ]
         .map(String::from),
     );
+    if bypass {
+        inv.args.push("--dangerously-skip-permissions".into());
+        if permissions.sandboxed && permissions.root {
+            inv.env.push(("IS_SANDBOX".into(), "1".into()));
+        }
+    } else {
+        inv.args
+            .extend(["--permission-mode".to_owned(), "acceptEdits".to_owned()]);
+        let mut seen = std::collections::BTreeSet::new();
+        let commands: Vec<&str> = permissions
+            .allowed_commands
+            .iter()
+            .map(|c| c.trim())
+            .filter(|c| !c.is_empty() && seen.insert(*c))
+            .collect();
+        if !commands.is_empty() {
+            inv.args.push("--allowedTools".into());
+            for c in commands {
+                inv.args.push(format!("Bash({c})"));
+                inv.args.push(format!("Bash({c} *)"));
+            }
+        }
+    }
     if let Some(model) = &spec.model {
         inv.args.extend(["--model".to_owned(), model.clone()]);
     }
@@ -73,15 +107,41 @@ fn input_tokens(usage: &Value) -> u64 {
         + count0(usage, "cache_read_input_tokens")
 }
 
+/// Tokens of one message: (input incl. cache, output, cache read, cache
+/// write).
+type Tokens = (u64, u64, u64, u64);
+
+fn tokens_of(usage: &Value) -> Tokens {
+    (
+        input_tokens(usage),
+        count0(usage, "output_tokens"),
+        count0(usage, "cache_read_input_tokens"),
+        count0(usage, "cache_creation_input_tokens"),
+    )
+}
+
+/// Keeps the larger of each count: a message's usage only grows as it
+/// streams.
+fn merge(into: &mut Tokens, t: Tokens) {
+    into.0 = into.0.max(t.0);
+    into.1 = into.1.max(t.1);
+    into.2 = into.2.max(t.2);
+    into.3 = into.3.max(t.3);
+}
+
 /// Reads the final `result` object; without one (the run was killed), sums
-/// the usage of the assistant messages seen so far. Claude Code prints one
-/// line per content block, repeating the message's usage on each, so
-/// messages are counted once by id. With several `result` lines (only a
-/// fake agent prints more than one) the last wins.
+/// the usage of the messages seen so far. Claude Code prints one
+/// `assistant` line per content block, repeating the usage of the
+/// message's start on each, so messages are counted once by id; the raw
+/// stream events (`--include-partial-messages`) add each message's running
+/// output count from `message_delta`, so a message cut off by a timeout
+/// still counts what it generated. With several `result` lines (only a fake
+/// agent prints more than one) the last wins.
 pub(super) fn parse_usage(text: &str) -> Usage {
     let mut result: Option<Value> = None;
-    let mut messages: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut anonymous = (0u64, 0u64);
+    let mut messages: BTreeMap<String, Tokens> = BTreeMap::new();
+    let mut anonymous: Tokens = (0, 0, 0, 0);
+    let mut current: Option<String> = None;
     for line in json_lines(text) {
         match line.get("type").and_then(Value::as_str) {
             Some("result") => result = Some(line),
@@ -89,41 +149,69 @@ pub(super) fn parse_usage(text: &str) -> Usage {
                 let Some(usage) = line.pointer("/message/usage") else {
                     continue;
                 };
-                let tokens = (input_tokens(usage), count0(usage, "output_tokens"));
+                let t = tokens_of(usage);
                 match line.pointer("/message/id").and_then(Value::as_str) {
-                    Some(id) => {
-                        messages.insert(id.to_owned(), tokens);
-                    }
+                    Some(id) => merge(messages.entry(id.to_owned()).or_default(), t),
                     None => {
-                        anonymous.0 += tokens.0;
-                        anonymous.1 += tokens.1;
+                        anonymous.0 += t.0;
+                        anonymous.1 += t.1;
+                        anonymous.2 += t.2;
+                        anonymous.3 += t.3;
                     }
+                }
+            }
+            Some("stream_event") => {
+                let Some(event) = line.get("event") else {
+                    continue;
+                };
+                match event.get("type").and_then(Value::as_str) {
+                    Some("message_start") => {
+                        let id = event.pointer("/message/id").and_then(Value::as_str);
+                        current = id.map(str::to_owned);
+                        if let (Some(id), Some(usage)) = (id, event.pointer("/message/usage")) {
+                            merge(messages.entry(id.to_owned()).or_default(), tokens_of(usage));
+                        }
+                    }
+                    Some("message_delta") => {
+                        if let (Some(id), Some(usage)) = (&current, event.get("usage")) {
+                            let entry = messages.entry(id.clone()).or_default();
+                            // A delta may repeat the input counts or leave
+                            // them out; output is the running total.
+                            merge(entry, tokens_of(usage));
+                        }
+                    }
+                    _ => {}
                 }
             }
             _ => {}
         }
     }
-    let streamed = messages
-        .values()
-        .fold(anonymous, |acc, t| (acc.0 + t.0, acc.1 + t.1));
+    let streamed = messages.values().fold(anonymous, |acc, t| {
+        (acc.0 + t.0, acc.1 + t.1, acc.2 + t.2, acc.3 + t.3)
+    });
 
     let Some(result) = result else {
         return Usage {
             input_tokens: streamed.0,
             output_tokens: streamed.1,
+            cache_read_tokens: streamed.2,
+            cache_write_tokens: streamed.3,
             ..Usage::default()
         };
     };
-    let (input, output) = match result.get("usage").filter(|u| u.is_object()) {
-        Some(u) => (input_tokens(u), count0(u, "output_tokens")),
+    let t = match result.get("usage").filter(|u| u.is_object()) {
+        Some(u) => tokens_of(u),
         None => streamed,
     };
     Usage {
-        input_tokens: input,
-        output_tokens: output,
+        input_tokens: t.0,
+        output_tokens: t.1,
+        cache_read_tokens: t.2,
+        cache_write_tokens: t.3,
         cost_usd: amount(&result, "total_cost_usd").or_else(|| amount(&result, "cost_usd")),
         turns: count(&result, "num_turns").and_then(|n| u32::try_from(n).ok()),
         is_error: result.get("is_error").and_then(Value::as_bool),
+        model: None,
     }
 }
 
@@ -145,10 +233,17 @@ mod tests {
         }
     }
 
+    fn sandboxed() -> Permissions {
+        Permissions {
+            sandboxed: true,
+            ..Permissions::default()
+        }
+    }
+
     #[test]
-    fn argv_without_model_or_args() {
+    fn argv_in_the_sandbox_bypasses_permissions() {
         let spec = AgentSpec::builtin("claude").expect("built-in");
-        let inv = invocation(&spec, &input("Fix the parser."));
+        let inv = invocation(&spec, &input("Fix the parser."), true, &sandboxed());
         assert_eq!(inv.program, "claude");
         assert_eq!(
             inv.args,
@@ -157,6 +252,7 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--include-partial-messages",
                 "--dangerously-skip-permissions",
                 "--",
                 "Fix the parser.",
@@ -164,15 +260,24 @@ mod tests {
         );
         assert_eq!(inv.stdin, None);
         assert!(inv.env.is_empty());
+        // As root, Claude is told it is sandboxed, which it is.
+        let root = Permissions {
+            root: true,
+            ..sandboxed()
+        };
+        let inv = invocation(&spec, &input("x"), true, &root);
+        assert_eq!(inv.env, [("IS_SANDBOX".to_owned(), "1".to_owned())]);
     }
 
     #[test]
-    fn argv_with_model_args_and_env() {
-        let mut spec = AgentSpec::builtin("claude").expect("built-in");
-        spec.model = Some("opus".into());
-        spec.args = vec!["--allowedTools".into(), "Read".into(), "Edit".into()];
-        spec.env = vec![("IS_SANDBOX".into(), "1".into())];
-        let inv = invocation(&spec, &input("-starts with a dash"));
+    fn argv_outside_the_sandbox_accepts_edits_and_allows_the_checks() {
+        let spec = AgentSpec::builtin("claude").expect("built-in");
+        let perms = Permissions {
+            sandboxed: false,
+            root: true,
+            allowed_commands: vec!["cargo test".into(), " ".into(), "cargo test".into()],
+        };
+        let inv = crate::agent::invocation_in(&spec, &input("Fix it."), &perms);
         assert_eq!(
             inv.args,
             [
@@ -180,12 +285,40 @@ mod tests {
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--include-partial-messages",
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash(cargo test)",
+                "Bash(cargo test *)",
+                "--",
+                "Fix it.",
+            ]
+        );
+        // Not sandboxed: no IS_SANDBOX, whatever the uid.
+        assert!(inv.env.is_empty());
+    }
+
+    #[test]
+    fn argv_with_model_args_and_env() {
+        let mut spec = AgentSpec::builtin("claude").expect("built-in");
+        spec.model = Some("opus".into());
+        spec.args = vec!["--max-turns".into(), "30".into()];
+        spec.env = vec![("IS_SANDBOX".into(), "1".into())];
+        let inv = invocation(&spec, &input("-starts with a dash"), true, &sandboxed());
+        assert_eq!(
+            inv.args,
+            [
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--include-partial-messages",
                 "--dangerously-skip-permissions",
                 "--model",
                 "opus",
-                "--allowedTools",
-                "Read",
-                "Edit",
+                "--max-turns",
+                "30",
                 "--",
                 "-starts with a dash",
             ]
@@ -197,12 +330,33 @@ mod tests {
     fn long_prompt_goes_to_stdin() {
         let spec = AgentSpec::builtin("claude").expect("built-in");
         let prompt = "y".repeat(MAX_PROMPT_ARG_BYTES + 1);
-        let inv = invocation(&spec, &input(&prompt));
+        let inv = invocation(&spec, &input(&prompt), true, &sandboxed());
         assert_eq!(
             inv.args.last().map(String::as_str),
             Some("--dangerously-skip-permissions")
         );
         assert_eq!(inv.stdin.as_deref(), Some(prompt.as_bytes()));
+    }
+
+    #[test]
+    fn a_timed_out_run_counts_the_streamed_output_tokens() {
+        let text = concat!(
+            r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1","usage":{"input_tokens":10,"cache_read_input_tokens":90,"output_tokens":1}}}}"#,
+            "\n",
+            r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,"cache_read_input_tokens":90,"output_tokens":1}}}"#,
+            "\n",
+            r#"{"type":"stream_event","event":{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":57}}}"#,
+            "\n",
+            r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m2","usage":{"input_tokens":12,"output_tokens":1}}}}"#,
+            "\n",
+            r#"{"type":"stream_event","event":{"type":"message_delta","usage":{"output_tokens":8}}}"#,
+            "\n",
+        );
+        let usage = parse_usage(text);
+        assert_eq!(usage.input_tokens, 100 + 12);
+        assert_eq!(usage.cache_read_tokens, 90);
+        assert_eq!(usage.output_tokens, 57 + 8);
+        assert_eq!(usage.cost_usd, None);
     }
 
     #[test]
@@ -213,14 +367,17 @@ mod tests {
             Usage {
                 input_tokens: 16 + 5983 + 46664,
                 output_tokens: 316,
+                cache_read_tokens: 46664,
+                cache_write_tokens: 5983,
                 cost_usd: Some(0.0612867),
                 turns: Some(5),
                 is_error: Some(false),
+                model: None,
             }
         );
         assert_eq!(
-            crate::agent::parse_usage(AgentKind::Claude, STREAM.as_bytes()),
-            usage
+            crate::agent::parse_usage(AgentKind::Claude, STREAM.as_bytes()).input_tokens,
+            usage.input_tokens
         );
     }
 

@@ -11,10 +11,16 @@
 //! - `--json`: "streams events to stdout as JSON Lines"; `turn.completed`
 //!   "includes token usage".
 //! - `--sandbox workspace-write`: `exec` runs read-only by default; the docs'
-//!   way to "allow edits" is this flag. The older `--full-auto` meant the
-//!   same sandbox and newer releases warn that it is deprecated. The
-//!   workspace-write sandbox has no network by default; a task that needs
-//!   it can add `args = -c` and `args = sandbox_workspace_write.network_access=true`.
+//!   way to "allow edits" is this flag, Codex's own least-privilege mode
+//!   (writes in the workspace only, no network for the commands it runs).
+//!   The older `--full-auto` meant the same sandbox and newer releases warn
+//!   that it is deprecated. A task that needs the network can add `args =
+//!   -c` and `args = sandbox_workspace_write.network_access=true`.
+//! - `--dangerously-bypass-approvals-and-sandbox` instead, inside
+//!   git-orch's sandbox (or with `bypassPermissions = true`): "intended
+//!   solely for running in environments that are externally sandboxed",
+//!   which the attempt then is, and Codex's own sandbox cannot nest inside
+//!   it.
 //! - `--skip-git-repo-check`: Codex refuses to start outside a git repository
 //!   or a directory the user has trusted. An attempt worktree is a git
 //!   repository, but how Codex recognises linked worktrees and trust has
@@ -34,18 +40,17 @@ use serde_json::Value;
 use super::usage::{Usage, count, count0, json_lines};
 use super::{AgentSpec, Invocation, PromptInput, base_invocation, prompt_fits_argv};
 
-pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
+pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput, bypass: bool) -> Invocation {
     let mut inv = base_invocation(spec);
-    inv.args.extend(
-        [
-            "exec",
-            "--json",
-            "--sandbox",
-            "workspace-write",
-            "--skip-git-repo-check",
-        ]
-        .map(String::from),
-    );
+    inv.args.extend(["exec", "--json"].map(String::from));
+    if bypass {
+        inv.args
+            .push("--dangerously-bypass-approvals-and-sandbox".to_owned());
+    } else {
+        inv.args
+            .extend(["--sandbox".to_owned(), "workspace-write".to_owned()]);
+    }
+    inv.args.push("--skip-git-repo-check".to_owned());
     if let Some(model) = &spec.model {
         inv.args.extend(["--model".to_owned(), model.clone()]);
     }
@@ -59,13 +64,15 @@ pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
     inv
 }
 
-/// Input and output tokens of a Codex usage object. `cached_input_tokens`
-/// is the cached part of `input_tokens` (OpenAI counts it inside), and
-/// reasoning tokens are inside `output_tokens`, so neither is added.
-fn tokens(usage: &Value) -> (u64, u64) {
+/// Input, output and cached input tokens of a Codex usage object.
+/// `cached_input_tokens` is the cached part of `input_tokens` (OpenAI
+/// counts it inside), and reasoning tokens are inside `output_tokens`, so
+/// neither is added.
+fn tokens(usage: &Value) -> (u64, u64, u64) {
     (
         count0(usage, "input_tokens"),
         count0(usage, "output_tokens"),
+        count0(usage, "cached_input_tokens"),
     )
 }
 
@@ -78,14 +85,21 @@ fn tokens(usage: &Value) -> (u64, u64) {
 /// (cumulative; the last wins) or, in the oldest, one response's counts at
 /// the top level (summed).
 pub(super) fn parse_usage(text: &str) -> Usage {
-    let mut turn_total: Option<(u64, u64)> = None;
-    let mut legacy_total: Option<(u64, u64)> = None;
-    let mut legacy_sum: Option<(u64, u64)> = None;
+    let mut turn_total: Option<(u64, u64, u64)> = None;
+    let mut legacy_total: Option<(u64, u64, u64)> = None;
+    let mut legacy_sum: Option<(u64, u64, u64)> = None;
     let mut turns = 0u32;
     let mut failed = false;
     let mut completed = false;
     for line in json_lines(text) {
-        let event = line.get("msg").filter(|m| m.is_object()).unwrap_or(&line);
+        // `exec --json` prints events bare; releases before 0.44 wrapped
+        // them in `msg`; the session files (`~/.codex/sessions/…/
+        // rollout-*.jsonl`) in `payload`.
+        let event = line
+            .get("msg")
+            .or_else(|| line.get("payload"))
+            .filter(|m| m.is_object())
+            .unwrap_or(&line);
         match event.get("type").and_then(Value::as_str) {
             Some(kind @ ("turn.completed" | "turn.failed")) => {
                 turns += 1;
@@ -106,20 +120,26 @@ pub(super) fn parse_usage(text: &str) -> Usage {
                 } else if count(event, "input_tokens").is_some()
                     || count(event, "output_tokens").is_some()
                 {
-                    let (i, o) = tokens(event);
-                    let sum = legacy_sum.get_or_insert((0, 0));
+                    let (i, o, c) = tokens(event);
+                    let sum = legacy_sum.get_or_insert((0, 0, 0));
                     sum.0 += i;
                     sum.1 += o;
+                    sum.2 += c;
                 }
             }
             _ => {}
         }
     }
-    let (input_tokens, output_tokens) =
-        turn_total.or(legacy_total).or(legacy_sum).unwrap_or((0, 0));
+    let (input_tokens, output_tokens, cache_read_tokens) = turn_total
+        .or(legacy_total)
+        .or(legacy_sum)
+        .unwrap_or((0, 0, 0));
     Usage {
         input_tokens,
         output_tokens,
+        cache_read_tokens,
+        cache_write_tokens: 0,
+        model: None,
         cost_usd: None,
         turns: (turns > 0).then_some(turns),
         is_error: if failed {
@@ -152,7 +172,7 @@ mod tests {
     #[test]
     fn argv_without_model_or_args() {
         let spec = AgentSpec::builtin("codex").expect("built-in");
-        let inv = invocation(&spec, &input("Implement the parser."));
+        let inv = invocation(&spec, &input("Implement the parser."), false);
         assert_eq!(inv.program, "codex");
         assert_eq!(
             inv.args,
@@ -177,7 +197,7 @@ mod tests {
             "-c".into(),
             "sandbox_workspace_write.network_access=true".into(),
         ];
-        let inv = invocation(&spec, &input("--not a flag"));
+        let inv = invocation(&spec, &input("--not a flag"), false);
         assert_eq!(
             inv.args,
             [
@@ -197,10 +217,27 @@ mod tests {
     }
 
     #[test]
+    fn argv_in_the_sandbox_bypasses_codex_own_sandbox() {
+        let spec = AgentSpec::builtin("codex").expect("built-in");
+        let inv = invocation(&spec, &input("x"), true);
+        assert_eq!(
+            inv.args,
+            [
+                "exec",
+                "--json",
+                "--dangerously-bypass-approvals-and-sandbox",
+                "--skip-git-repo-check",
+                "--",
+                "x",
+            ]
+        );
+    }
+
+    #[test]
     fn long_prompt_is_read_from_stdin() {
         let spec = AgentSpec::builtin("codex").expect("built-in");
         let prompt = "z".repeat(MAX_PROMPT_ARG_BYTES + 1);
-        let inv = invocation(&spec, &input(&prompt));
+        let inv = invocation(&spec, &input(&prompt), false);
         assert_eq!(inv.args.last().map(String::as_str), Some("-"));
         assert!(!inv.args.contains(&"--".to_owned()));
         assert_eq!(inv.stdin.as_deref(), Some(prompt.as_bytes()));
@@ -214,9 +251,11 @@ mod tests {
             Usage {
                 input_tokens: 24763,
                 output_tokens: 1122,
+                cache_read_tokens: 24448,
                 cost_usd: None,
                 turns: Some(1),
                 is_error: Some(false),
+                ..Usage::default()
             }
         );
         assert_eq!(
@@ -250,6 +289,20 @@ mod tests {
         );
         let usage = parse_usage(flat);
         assert_eq!((usage.input_tokens, usage.output_tokens), (2200, 120));
+    }
+
+    #[test]
+    fn reads_the_session_files_token_counts() {
+        // What a Codex killed mid-turn leaves in its session file.
+        let text = concat!(
+            r#"{"timestamp":"t","type":"session_meta","payload":{"cwd":"/w"}}"#,
+            "\n",
+            r#"{"timestamp":"t","type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"input_tokens":1200,"cached_input_tokens":300,"output_tokens":40,"total_tokens":1240}}}}"#,
+            "\n",
+        );
+        let usage = parse_usage(text);
+        assert_eq!((usage.input_tokens, usage.output_tokens), (1200, 40));
+        assert_eq!(usage.cache_read_tokens, 300);
     }
 
     #[test]

@@ -12,7 +12,12 @@
 //! holds that CLI's argv and its output parser, with the documentation each
 //! flag comes from. The offline fake agent (`fixtures/agents/fake-agent`)
 //! needs no file of its own: it takes no arguments and prints Claude's
-//! result shape.
+//! result shape. Beside them: `stream` reads a CLI's output as it runs and
+//! says, within seconds, when the provider refused (a rejected key, a rate
+//! limit, a server that is down) and what the agent's own error text was;
+//! `price` turns tokens into an estimated cost; `preflight` says what to fix
+//! before an agent can run; `environment` lists the variables and home
+//! files each CLI needs (the sandbox passes nothing else).
 //!
 //! This layer is pure. It must not start programs (the runner hands the
 //! [`Invocation`] to `process`), print, read files or touch git; the
@@ -24,7 +29,11 @@ mod availability;
 mod claude;
 mod codex;
 mod command;
+pub mod environment;
 mod gemini;
+pub mod preflight;
+pub mod price;
+pub mod stream;
 mod usage;
 
 use std::collections::BTreeMap;
@@ -32,8 +41,8 @@ use std::fmt;
 use std::path::Path;
 
 pub use availability::{Availability, classify_exit};
-pub use command::shell_quote;
-pub use usage::Usage;
+pub use stream::{StreamWatch, Unavailable};
+pub use usage::{CostSource, Usage};
 
 /// Which CLI an agent is, and so which adapter builds its command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -97,6 +106,20 @@ impl AgentKind {
             AgentKind::Fake => Some("fake-agent"),
         }
     }
+
+    /// How to install this kind's CLI, for messages about a missing one.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            AgentKind::Claude => "install Claude Code: npm install -g @anthropic-ai/claude-code",
+            AgentKind::Codex => "install Codex CLI: npm install -g @openai/codex",
+            AgentKind::Gemini => "install Gemini CLI: npm install -g @google/gemini-cli",
+            AgentKind::Aider => {
+                "install Aider: pipx install aider-chat (or pip install aider-chat in a venv)"
+            }
+            AgentKind::Command => "check the program named in the `command` template",
+            AgentKind::Fake => "put fixtures/agents of the git-orch sources first on PATH",
+        }
+    }
 }
 
 impl fmt::Display for AgentKind {
@@ -153,16 +176,35 @@ pub enum AgentError {
         "[agent \"{section}\"]: env {value:?} is not NAME=VALUE; write e.g. `env = IS_SANDBOX=1`"
     )]
     BadEnv { section: String, value: String },
+    /// A `passEnv` entry is not a variable name (optionally ending in `*`).
+    #[error(
+        "[agent \"{section}\"]: passEnv {value:?} is not a variable name; write e.g. `passEnv = AWS_PROFILE` or `passEnv = AWS_*`"
+    )]
+    BadPassEnv { section: String, value: String },
+    /// A `homeFile` entry is not a relative path inside the home folder.
+    #[error(
+        "[agent \"{section}\"]: homeFile {value:?} must be a path relative to the home folder without `..`, e.g. `homeFile = .config/my-agent`"
+    )]
+    BadHomeFile { section: String, value: String },
+    /// `apiRetries` is not a whole number.
+    #[error(
+        "[agent \"{section}\"]: apiRetries {value:?} is not a whole number; e.g. `apiRetries = 2` (0 stops at the first refusal)"
+    )]
+    BadApiRetries { section: String, value: String },
+    /// `bypassPermissions` is not a boolean.
+    #[error("[agent \"{section}\"]: bypassPermissions {value:?} is not true or false")]
+    BadBypass { section: String, value: String },
     /// A key this version does not know, most likely a typo.
     #[error(
-        "[agent \"{section}\"]: unknown key `{key}`; the keys are kind, program, command, model, args, timeout, env"
+        "[agent \"{section}\"]: unknown key `{key}`; the keys are kind, program, command, model, args, timeout, env, passEnv, homeFile, apiRetries, bypassPermissions"
     )]
     UnknownKey { section: String, key: String },
 }
 
 /// An agent as configured: a built-in name, or `[agent "NAME"]` in
 /// git-config syntax with keys `kind`, `program`, `command`, `model`, `args`
-/// (multi-valued), `timeout` and `env` (multi-valued, `NAME=VALUE`).
+/// (multi-valued), `timeout`, `env` (multi-valued, `NAME=VALUE`), `passEnv`
+/// and `homeFile` (multi-valued), `apiRetries` and `bypassPermissions`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AgentSpec {
     /// The config section name (`claude`, `claude-opus`, …).
@@ -189,7 +231,30 @@ pub struct AgentSpec {
     /// the run's default when unset.
     #[serde(default)]
     pub timeout_secs: Option<u64>,
+    /// More variables of the user's environment the agent may see, on top
+    /// of its kind's (`NAME`, or a prefix `NAME_*`).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
+    /// More files or folders of the home folder a sandboxed agent gets a
+    /// copy of, on top of its kind's (relative to `$HOME`).
+    #[serde(default)]
+    pub home_files: Vec<String>,
+    /// How many provider retries (rate limit, overload, server errors,
+    /// unreachable server) the agent may go through, as its output reports
+    /// them, before git-orch stops it as unavailable; `None`: the default
+    /// ([`DEFAULT_API_RETRIES`]).
+    #[serde(default)]
+    pub api_retries: Option<u32>,
+    /// Whether the CLI's permission-bypass flag is passed: `None` means
+    /// only inside the sandbox.
+    #[serde(default)]
+    pub bypass_permissions: Option<bool>,
 }
+
+/// Provider retries an agent may go through before it is stopped as
+/// unavailable: enough to ride out a blip, few enough that the fallback
+/// agent starts within seconds.
+pub const DEFAULT_API_RETRIES: u32 = 2;
 
 impl AgentSpec {
     /// The built-in spec for a bare name: `claude`, `codex`, `gemini`,
@@ -214,6 +279,10 @@ impl AgentSpec {
             args: Vec::new(),
             env: Vec::new(),
             timeout_secs: None,
+            pass_env: Vec::new(),
+            home_files: Vec::new(),
+            api_retries: None,
+            bypass_permissions: None,
         }
     }
 
@@ -237,7 +306,17 @@ impl AgentSpec {
         if let Some(key) = normalized.keys().find(|k| {
             !matches!(
                 k.as_str(),
-                "kind" | "program" | "command" | "model" | "args" | "timeout" | "env"
+                "kind"
+                    | "program"
+                    | "command"
+                    | "model"
+                    | "args"
+                    | "timeout"
+                    | "env"
+                    | "passenv"
+                    | "homefile"
+                    | "apiretries"
+                    | "bypasspermissions"
             )
         }) {
             return Err(AgentError::UnknownKey {
@@ -315,7 +394,69 @@ impl AgentSpec {
             }
             spec.env.push((key.to_owned(), value.to_owned()));
         }
+
+        for entry in normalized.get("passenv").into_iter().flatten() {
+            let name = entry.trim();
+            if !environment::is_pattern(name) {
+                return Err(AgentError::BadPassEnv {
+                    section: section(),
+                    value: entry.clone(),
+                });
+            }
+            spec.pass_env.push(name.to_owned());
+        }
+        for entry in normalized.get("homefile").into_iter().flatten() {
+            let rel = entry.trim();
+            let path = Path::new(rel);
+            let inside = !rel.is_empty()
+                && path.is_relative()
+                && path
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !inside {
+                return Err(AgentError::BadHomeFile {
+                    section: section(),
+                    value: entry.clone(),
+                });
+            }
+            spec.home_files.push(rel.to_owned());
+        }
+        if let Some(v) = last("apiretries") {
+            spec.api_retries =
+                Some(
+                    v.trim()
+                        .parse::<u32>()
+                        .map_err(|_| AgentError::BadApiRetries {
+                            section: section(),
+                            value: v.clone(),
+                        })?,
+                );
+        }
+        if let Some(v) = last("bypasspermissions") {
+            spec.bypass_permissions = Some(match v.trim().to_ascii_lowercase().as_str() {
+                "" | "true" | "yes" | "on" | "1" => true,
+                "false" | "no" | "off" | "0" => false,
+                _ => {
+                    return Err(AgentError::BadBypass {
+                        section: section(),
+                        value: v.clone(),
+                    });
+                }
+            });
+        }
         Ok(spec)
+    }
+
+    /// Provider retries tolerated before the agent counts as unavailable.
+    pub fn api_retries(&self) -> u32 {
+        self.api_retries.unwrap_or(DEFAULT_API_RETRIES)
+    }
+
+    /// Whether the permission-bypass flag is passed, given whether the
+    /// attempt runs in the sandbox: inside it by default, outside only when
+    /// the user opted in with `bypassPermissions = true`.
+    pub fn bypasses_permissions(&self, sandboxed: bool) -> bool {
+        self.bypass_permissions.unwrap_or(sandboxed)
     }
 
     /// The spec named `name`: its `[agent "NAME"]` section in `configured`
@@ -358,6 +499,23 @@ pub struct Invocation {
     /// stdin must be `/dev/null`: Codex, Claude and Gemini all read a piped
     /// stdin as extra prompt, and would wait forever on an open one.
     pub stdin: Option<Vec<u8>>,
+    /// Folders outside the worktree the CLI writes to (Aider's history
+    /// files): the runner creates them, and the sandbox lets the agent
+    /// write them.
+    pub writable: Vec<std::path::PathBuf>,
+}
+
+/// Where the attempt runs, which decides the permission flags.
+#[derive(Debug, Clone, Default)]
+pub struct Permissions {
+    /// The attempt runs inside git-orch's sandbox.
+    pub sandboxed: bool,
+    /// The agent runs as root (uid 0), which Claude Code minds.
+    pub root: bool,
+    /// Shell commands the agent should be allowed to run in the milder,
+    /// non-bypass mode: the subtask's verification and the gate commands,
+    /// so it can check its own work.
+    pub allowed_commands: Vec<String>,
 }
 
 /// The prompt and where the attempt runs.
@@ -398,16 +556,31 @@ fn base_invocation(spec: &AgentSpec) -> Invocation {
         args: Vec::new(),
         env: spec.env.clone(),
         stdin: None,
+        writable: Vec::new(),
     }
 }
 
 /// Builds the command line from each CLI's documented flags for
-/// non-interactive, unattended editing in `input.workdir`.
+/// non-interactive, unattended editing in `input.workdir`, as if outside
+/// the sandbox with no extra commands allowed (see [`invocation_in`]).
 pub fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
+    invocation_in(spec, input, &Permissions::default())
+}
+
+/// Builds the command line for an attempt that runs where `permissions`
+/// says: the permission-bypass flags only when
+/// [`AgentSpec::bypasses_permissions`], else each CLI's milder mode with
+/// the allowed commands.
+pub fn invocation_in(
+    spec: &AgentSpec,
+    input: &PromptInput,
+    permissions: &Permissions,
+) -> Invocation {
+    let bypass = spec.bypasses_permissions(permissions.sandboxed);
     match spec.kind {
-        AgentKind::Claude => claude::invocation(spec, input),
-        AgentKind::Codex => codex::invocation(spec, input),
-        AgentKind::Gemini => gemini::invocation(spec, input),
+        AgentKind::Claude => claude::invocation(spec, input, bypass, permissions),
+        AgentKind::Codex => codex::invocation(spec, input, bypass),
+        AgentKind::Gemini => gemini::invocation(spec, input, bypass, permissions),
         AgentKind::Aider => aider::invocation(spec, input),
         AgentKind::Command => command::invocation(spec, input),
         AgentKind::Fake => {
@@ -426,6 +599,15 @@ pub fn invocation(spec: &AgentSpec, input: &PromptInput) -> Invocation {
 /// printed nothing useful has a default [`Usage`].
 pub fn parse_usage(kind: AgentKind, stdout: &[u8]) -> Usage {
     let text = String::from_utf8_lossy(stdout);
+    let mut usage = parse_usage_text(kind, &text);
+    if usage.model.is_none() {
+        usage.model = stream::model_in(kind, &text);
+    }
+    usage
+}
+
+fn parse_usage_text(kind: AgentKind, text: &str) -> Usage {
+    let text = text.to_owned();
     match kind {
         // The fake prints Claude's result shape (`cost` in its script).
         AgentKind::Claude | AgentKind::Fake => claude::parse_usage(&text),
@@ -444,6 +626,21 @@ pub fn parse_usage(kind: AgentKind, stdout: &[u8]) -> Usage {
         .map(|parse| parse(&text))
         .find(|u| *u != Usage::default())
         .unwrap_or_default(),
+    }
+}
+
+/// Folders (relative to the home folder) holding a CLI's session records,
+/// and the parser of one record.
+pub type SessionRecords = (&'static [&'static str], fn(&str) -> Usage);
+
+/// Where a CLI keeps a per-session record with token counts, for usage
+/// when its output has none yet (it was killed at its timeout): folders
+/// relative to the agent's home folder, and the parser of one file.
+pub fn session_records(kind: AgentKind) -> Option<SessionRecords> {
+    match kind {
+        AgentKind::Codex => Some((&[".codex/sessions"], codex::parse_usage)),
+        AgentKind::Gemini => Some((&[".gemini/tmp"], gemini::parse_session)),
+        _ => None,
     }
 }
 

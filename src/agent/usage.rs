@@ -13,12 +13,31 @@ pub struct Usage {
     pub input_tokens: u64,
     /// Generated tokens, including reasoning ("thinking") tokens.
     pub output_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    /// The part of `input_tokens` written to the provider's prompt cache.
+    #[serde(default)]
+    pub cache_write_tokens: u64,
     /// Cost in US dollars, where the CLI computes one (Claude Code, Aider).
     pub cost_usd: Option<f64>,
     /// Model turns or requests, where the CLI counts them.
     pub turns: Option<u32>,
     /// Whether the CLI itself said the run ended in error.
     pub is_error: Option<bool>,
+    /// The model the CLI says it used, where it says so.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
+/// Where a cost figure comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostSource {
+    /// The CLI reported it (Claude Code, Aider).
+    Reported,
+    /// git-orch estimated it from the tokens and the price table.
+    Estimated,
 }
 
 /// Every line of `text` that parses as a JSON object, in order.

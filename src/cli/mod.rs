@@ -5,6 +5,7 @@
 //! result. Errors become a [`CommandError`] carrying the exit code of
 //! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
 
+pub mod agents;
 pub mod approve;
 pub mod cleanup;
 pub mod completions;
@@ -26,6 +27,7 @@ pub mod progress;
 pub mod run;
 pub mod status;
 pub mod suggest;
+pub mod supervise;
 pub mod sync;
 pub mod task;
 pub mod verify;
@@ -136,6 +138,7 @@ pub enum Command {
     Log(log::LogArgs),
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
+    Agents(agents::AgentsArgs),
     Demo(demo::DemoArgs),
     Completions(completions::CompletionsArgs),
     InstallMan(install_man::InstallManArgs),
@@ -143,6 +146,8 @@ pub enum Command {
     Debug(debug::DebugArgs),
     #[command(hide = true)]
     DemoAgent(demo::DemoAgentArgs),
+    #[command(hide = true)]
+    Supervise(supervise::SuperviseArgs),
 }
 
 /// The directory a command works in, absolute (gix's discovery panics on a
@@ -205,6 +210,14 @@ pub fn main() -> u8 {
             return code;
         }
     };
+    if let Command::Supervise(args) = &cli.command {
+        supervise::run(args);
+    }
+    // Agents, gates and setup commands run under this binary's supervisor,
+    // so none outlives this process.
+    if let Ok(exe) = std::env::current_exe() {
+        crate::process::use_supervisor(exe);
+    }
     let pager = if cli.pages() {
         pager::start(&start_dir(&cli.directory))
     } else {
@@ -253,10 +266,12 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Log(args) => log::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),
+        Command::Agents(args) => agents::run(cli, args),
         Command::Completions(args) => completions::run(cli, args),
         Command::InstallMan(args) => install_man::run(cli, args),
         Command::Debug(args) => debug::run(cli, args),
         Command::Demo(args) => demo::run(cli, args),
         Command::DemoAgent(args) => demo::agent(cli, args),
+        Command::Supervise(args) => supervise::run(args),
     }
 }

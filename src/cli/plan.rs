@@ -720,7 +720,7 @@ fn new_with_agent(
     };
     match (&session.end, &session.plan, &draft) {
         (lead::End::Passed, Some((plan, _)), Some(d)) => {
-            let d = crate::agent::shell_quote(d);
+            let d = crate::process::shell_quote(d);
             out.line("");
             out.line("next:");
             out.line(&format!("  git orch plan add {d}"));
@@ -760,7 +760,7 @@ fn new_with_agent(
                 match &draft {
                     Some(d) => format!(
                         "fix it by hand and check it with `git orch plan check {}`, or run plan new again with more --rounds",
-                        crate::agent::shell_quote(d)
+                        crate::process::shell_quote(d)
                     ),
                     None =>
                         "the agent never wrote a plan file; check its output under .git/orch/lead/"

@@ -125,28 +125,6 @@ pub fn reseed(
     }
 }
 
-/// What the run's agents reported spending: `$1.23`, `unknown` when none
-/// reported a cost, or `$1.23 (unknown for 2 task(s))`.
-fn cost_of(
-    store: &crate::store::Store,
-    state: &crate::state::SharedIndex,
-    run_id: &crate::ids::RunId,
-    plan: &crate::plan::Plan,
-) -> String {
-    let Ok(Some(r)) = state.read(store, |index| {
-        Ok::<_, crate::store::StoreError>(index.run(run_id)?.cloned())
-    }) else {
-        return "unknown".into();
-    };
-    let rows = run::view::task_rows(&r, plan, now_ms());
-    let (usage, unknown) = run::view::run_usage(&rows);
-    match (usage.cost_usd, unknown) {
-        (None, _) => "unknown".into(),
-        (Some(c), 0) => format!("${c:.2}"),
-        (Some(c), n) => format!("${c:.2} (unknown for {n} task(s))"),
-    }
-}
-
 /// Whether a progress event changes a task's state in the log.
 pub fn changes_state(p: &Progress) -> bool {
     matches!(
@@ -272,6 +250,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         ));
         return Ok(exit::OK);
     }
+    // Once per run: how agents are confined, and which cannot work here.
+    let mut agents = vec![ctx.run_settings.agent.clone()];
+    agents.extend(ctx.run_settings.fallback.iter().cloned());
+    agents.extend(ctx.plan().subtasks.iter().filter_map(|t| t.agent.clone()));
+    for line in crate::preflight::notices(&ctx.settings, &agents) {
+        output::status(&line);
+    }
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
@@ -371,13 +356,17 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     }
     match outcome {
         DriveOutcome::Finished(s) => {
+            // Unknown cost is not $0.00: say which it is.
+            let spent = ctx
+                .state
+                .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))
+                .ok()
+                .flatten()
+                .map(|r| super::status::run_usage_text(&r))
+                .unwrap_or_else(|| "unknown".into());
             output::status(&format!(
-                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, cost {}.",
-                s.done,
-                s.tasks,
-                s.attempts,
-                s.gate_runs,
-                cost_of(&store, &ctx.state, &run_id, ctx.plan())
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, cost {spent}.",
+                s.done, s.tasks, s.attempts, s.gate_runs
             ));
             Ok(exit::OK)
         }

@@ -14,7 +14,9 @@ use crate::state::RunState;
 /// port and why a task is not done, with run totals.
 ///
 /// Without RUN: the newest unfinished run, else the newest run. Tokens and
-/// cost an agent did not report are shown as `unknown`, never as zero.
+/// cost an agent did not report are shown as `unknown`, never as zero; a
+/// cost estimated from the price table as `~$0.12`, one partly unknown as
+/// `$0.12+?`.
 /// With --watch the view is redrawn every second until the run ends; it
 /// then exits with the code `git orch run` ends that run with (0 all done,
 /// 3 some not, 64 budget, 65 circuit breaker, 130 interrupted). `q` (or
@@ -85,7 +87,7 @@ impl Snapshot {
                 v
             })
             .collect();
-        let (usage, unknown) = view::run_usage(&self.rows);
+        let usage = view::run_usage(run);
         let standing = RunStanding::of(run);
         serde_json::json!({
             "run": run.id,
@@ -100,10 +102,8 @@ impl Snapshot {
                 .into_iter()
                 .map(|(s, n)| (s.as_str().to_owned(), serde_json::json!(n)))
                 .collect::<serde_json::Map<_, _>>(),
-            "input_tokens": usage.input_tokens,
-            "output_tokens": usage.output_tokens,
             "cost_usd": usage.cost_usd,
-            "usage_unknown_tasks": unknown,
+            "usage": usage,
             "settings": run.settings,
             "summary": run.finished,
             "tasks": tasks,
@@ -118,12 +118,7 @@ impl Snapshot {
             .map(|(s, n)| format!("{n} {s}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let (usage, unknown) = view::run_usage(&self.rows);
-        let unknown_note = if unknown > 0 {
-            format!(" (unknown for {unknown} task(s))")
-        } else {
-            String::new()
-        };
+        let usage = view::run_usage(run);
         let mut lines = vec![
             format!(
                 "run {} of plan {} revision {} → {} ({}): {counts}",
@@ -133,11 +128,7 @@ impl Snapshot {
                 run.target,
                 RunStanding::of(run).label(),
             ),
-            format!(
-                "tokens {} · cost {}{unknown_note}",
-                tokens(usage.input_tokens, usage.output_tokens),
-                cost(usage.cost_usd),
-            ),
+            format!("cost {}", usage.text()),
         ];
         let task_w = self
             .rows
@@ -190,8 +181,8 @@ impl Snapshot {
                     r.elapsed_ms.map_or("-".into(), |ms| {
                         output::format_duration((ms.max(0) / 1000) as u64)
                     }),
-                    dash(tokens(r.usage.input_tokens, r.usage.output_tokens)),
-                    dash(cost(r.usage.cost_usd)),
+                    r.usage.tokens_cell(),
+                    dash(r.usage.cost_text()),
                     r.port.map_or("-".into(), |p| p.to_string()),
                 )
                 .trim_end()
@@ -200,30 +191,6 @@ impl Snapshot {
         }
         lines
     }
-}
-
-/// `12.3k/4.5k`, or `unknown`.
-fn tokens(input: Option<u64>, output: Option<u64>) -> String {
-    fn short(n: u64) -> String {
-        match n {
-            0..1_000 => n.to_string(),
-            1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
-            _ => format!("{:.1}M", n as f64 / 1e6),
-        }
-    }
-    match (input, output) {
-        (None, None) => "unknown".into(),
-        (i, o) => format!(
-            "{}/{}",
-            i.map_or("?".into(), short),
-            o.map_or("?".into(), short)
-        ),
-    }
-}
-
-/// `$0.12`, or `unknown`.
-fn cost(usd: Option<f64>) -> String {
-    usd.map_or("unknown".into(), |c| format!("${c:.2}"))
 }
 
 /// The terminal of `--watch`: keys without Enter, restored on the way out.
@@ -402,4 +369,10 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
             .map_err(|e| CommandError::error(e.to_string()))?;
         snap = Snapshot::of(&store, r)?;
     }
+}
+
+/// The usage of `run` for people: `$0.12, 12.3k in, 1.1k out` (`unknown`
+/// rather than `$0.00` where no agent reported a cost).
+pub fn run_usage_text(run: &RunState) -> String {
+    view::run_usage(run).text()
 }

@@ -207,6 +207,16 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         once: args.once,
         until_done: args.until_done,
     };
+    // Once: how agents will be confined here (by this clone's settings;
+    // each run reads its own at its base).
+    if let Ok(Some(head)) = store.resolve_commit("HEAD")
+        && let Ok(values) = store.project_config(Some(head))
+        && let Ok(settings) = crate::config::Settings::from_values(&values)
+    {
+        for line in crate::preflight::notices(&settings, &[]) {
+            output::status(&line);
+        }
+    }
     let mut worker = Worker::new(store, opts).map_err(|e| CommandError::error(e.to_string()))?;
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;

@@ -343,9 +343,9 @@ fn shown(arg: &str) -> String {
     }
     match arg.split_once('=') {
         Some((option, value)) if option.starts_with("--") && plain(option) => {
-            format!("{option}={}", crate::agent::shell_quote(value))
+            format!("{option}={}", crate::process::shell_quote(value))
         }
-        _ => crate::agent::shell_quote(arg),
+        _ => crate::process::shell_quote(arg),
     }
 }
 

@@ -1,6 +1,11 @@
 //! Command gates: build, test, lint and the subtask's verification, run
 //! with `sh -c` in the attempt's worktree with the `ORCH_*` environment.
 //!
+//! They get the same cleaned environment as agents (the allow-list of
+//! `sandbox`, so no `GIT_DIR` redirecting them and no credentials they do
+//! not need) and, for an attempt's gates, the same sandbox, with a fresh
+//! private home each time so nothing the agent left there reaches them.
+//!
 //! Output goes through the secret mask on its way to the log file; the
 //! verdict keeps a masked tail and, where the output is a test runner's,
 //! the failing test names.
@@ -27,11 +32,51 @@ pub struct Place<'a> {
     pub log_dir: &'a Path,
 }
 
-/// Runs one command gate to a verdict.
-pub async fn run(
+/// The sandbox a gate runs in, and the repository it reads.
+pub struct Confinement<'a> {
+    pub sandbox: &'a crate::sandbox::Sandbox,
+    pub common_dir: &'a Path,
+}
+
+/// Runs one command gate to a verdict in the sandbox `settings` ask for
+/// (the merge queue's integration gate on a candidate).
+pub async fn run_in(
     def: &GateDef,
     command: &str,
     place: &Place<'_>,
+    settings: &crate::config::Settings,
+    common_dir: &Path,
+    cancel: &mut tokio::sync::watch::Receiver<bool>,
+) -> Verdict {
+    match crate::sandbox::resolve(&settings.sandbox) {
+        Ok(sandbox) => {
+            let confinement = Confinement {
+                sandbox: &sandbox,
+                common_dir,
+            };
+            run_confined(def, command, place, &confinement, cancel).await
+        }
+        Err(e) => Verdict {
+            gate: def.name.clone(),
+            mode: def.mode,
+            status: GateStatus::Error,
+            cached_pass: None,
+            command: Some(command.to_owned()),
+            duration_ms: 0,
+            summary: e.to_string(),
+            tail: String::new(),
+            details: serde_json::Value::Null,
+        },
+    }
+}
+
+/// Runs one command gate to a verdict in `confinement`'s sandbox (with
+/// `sandbox = none`, only the environment is cleaned).
+pub async fn run_confined(
+    def: &GateDef,
+    command: &str,
+    place: &Place<'_>,
+    confinement: &Confinement<'_>,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Verdict {
     let start = Instant::now();
@@ -46,10 +91,12 @@ pub async fn run(
         cwd: place.worktree.to_owned(),
         env: place.env.to_vec(),
         env_remove: Vec::new(),
+        env_clear: false,
         stdin: None,
         stdout: log("out"),
         stderr: log("err"),
         filter: Some(super::masking::line_filter()),
+        on_line: None,
     };
     let base = Verdict {
         gate: def.name.clone(),
@@ -62,7 +109,15 @@ pub async fn run(
         tail: String::new(),
         details: serde_json::Value::Null,
     };
-    let mut child = match GroupChild::spawn(&spec) {
+    let confined = crate::launch::command(
+        confinement.sandbox,
+        spec,
+        confinement.common_dir,
+        place.log_dir,
+        &format!("gate-{}-home", def.name),
+    );
+    let spawned = confined.and_then(|s| GroupChild::spawn(&s).map_err(|e| e.to_string()));
+    let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {
             return Verdict {

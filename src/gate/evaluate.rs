@@ -157,6 +157,13 @@ pub async fn evaluate(
         env: &subject.env,
         log_dir: &subject.log_dir,
     };
+    // Command gates and the reviewer run in the attempt's sandbox.
+    let sandbox = crate::sandbox::resolve(&subject.settings.sandbox).map_err(|e| e.to_string());
+    let unconfinable = |def: &GateDef, why: &str| Verdict {
+        status: GateStatus::Error,
+        summary: why.to_owned(),
+        ..skipped(def, "")
+    };
     for def in defs.iter().filter(|d| !d.kind.is_builtin()) {
         if def.mode == GateMode::Skip {
             verdicts.push(skipped(def, "mode skip"));
@@ -189,10 +196,17 @@ pub async fn evaluate(
                         mode: def.mode,
                         ..prev
                     },
-                    None => {
-                        started(&def.name);
-                        command::run(def, run, &place, cancel).await
-                    }
+                    None => match &sandbox {
+                        Ok(sb) => {
+                            started(&def.name);
+                            let confinement = command::Confinement {
+                                sandbox: sb,
+                                common_dir: &subject.common_dir,
+                            };
+                            command::run_confined(def, run, &place, &confinement, cancel).await
+                        }
+                        Err(why) => unconfinable(def, why),
+                    },
                 }
             }
             GateKind::Review { agent } => {
@@ -202,6 +216,7 @@ pub async fn evaluate(
                         summary: e.to_string(),
                         ..skipped(def, "")
                     },
+                    Ok(_) if let Err(why) = &sandbox => unconfinable(def, why),
                     Ok(spec) => {
                         let so_far: Vec<String> = verdicts
                             .iter()
@@ -218,6 +233,8 @@ pub async fn evaluate(
                             env: &subject.env,
                             log_dir: &subject.log_dir,
                             attempt: subject.attempt,
+                            sandbox: sandbox.as_ref().expect("checked above"),
+                            common_dir: &subject.common_dir,
                         };
                         started(&def.name);
                         review::run(def, &input, cancel).await

@@ -14,9 +14,9 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::stack::GateDef;
-use crate::agent::{self, AgentSpec, PromptInput};
+use crate::agent::AgentSpec;
 use crate::event::{GateMode, GateStatus, Verdict};
-use crate::process::{GroupChild, GroupSpec};
+use crate::process::GroupChild;
 
 /// Everything the reviewer is shown.
 pub struct ReviewInput<'a> {
@@ -32,6 +32,9 @@ pub struct ReviewInput<'a> {
     pub env: &'a [(String, String)],
     pub log_dir: &'a Path,
     pub attempt: u32,
+    /// The sandbox the reviewer runs in (read-only on the repository).
+    pub sandbox: &'a crate::sandbox::Sandbox,
+    pub common_dir: &'a Path,
 }
 
 fn prompt(input: &ReviewInput) -> String {
@@ -112,9 +115,11 @@ pub async fn run(
             ..base
         };
     }
-    let _ = std::fs::create_dir_all(input.log_dir);
+    // The reviewer writes only its verdict, in a folder of its own.
+    let review_dir = input.log_dir.join("review");
+    let _ = std::fs::create_dir_all(&review_dir);
     let prompt_file = input.log_dir.join("review-prompt.md");
-    let review_file = input.log_dir.join("review.json");
+    let review_file = review_dir.join("review.json");
     let _ = std::fs::remove_file(&review_file);
     let text = prompt(input);
     if let Err(e) = std::fs::write(&prompt_file, &text) {
@@ -123,18 +128,7 @@ pub async fn run(
             ..base
         };
     }
-    let inv = agent::invocation(
-        input.spec,
-        &PromptInput {
-            prompt: &text,
-            prompt_file: &prompt_file,
-            workdir: input.worktree,
-            task: input.task.id.as_str(),
-            attempt: input.attempt,
-        },
-    );
     let mut env = input.env.to_vec();
-    env.extend(inv.env.clone());
     env.push((
         "ORCH_PROMPT_FILE".into(),
         prompt_file.to_string_lossy().into(),
@@ -144,20 +138,29 @@ pub async fn run(
         review_file.to_string_lossy().into(),
     ));
     env.push(("ORCH_REVIEW".into(), "1".into()));
-    let out = input.log_dir.join("review.out");
-    let err = input.log_dir.join("review.err");
-    let spec = GroupSpec {
-        program: inv.program.clone(),
-        args: inv.args.clone(),
-        cwd: input.worktree.to_owned(),
-        env,
-        env_remove: Vec::new(),
-        stdin: inv.stdin.clone(),
-        stdout: out.clone(),
-        stderr: err.clone(),
-        filter: Some(super::masking::line_filter()),
-    };
-    let mut child = match GroupChild::spawn(&spec) {
+    let launch = crate::launch::agent(&crate::launch::AgentJob {
+        spec: input.spec,
+        sandbox: input.sandbox,
+        prompt: &text,
+        prompt_file: &prompt_file,
+        worktree: input.worktree,
+        common_dir: input.common_dir,
+        branch_ref: None,
+        log_dir: input.log_dir,
+        log_name: "review",
+        task: input.task.id.as_str(),
+        attempt: input.attempt,
+        env: &env,
+        allowed_commands: Vec::new(),
+        filter: super::masking::line_filter(),
+        writable: vec![review_dir.clone()],
+    });
+    let spawned = launch.and_then(|l| {
+        GroupChild::spawn(&l.group)
+            .map(|c| (c, l))
+            .map_err(|e| e.to_string())
+    });
+    let (mut child, launch) = match spawned {
         Ok(c) => c,
         Err(e) => {
             return Verdict {
@@ -173,7 +176,7 @@ pub async fn run(
             super::command::GRACE,
         )
         .await;
-    let stdout = std::fs::read_to_string(&out).unwrap_or_default();
+    let stdout = std::fs::read_to_string(&launch.group.stdout).unwrap_or_default();
     let verdict = std::fs::read_to_string(&review_file)
         .ok()
         .and_then(|t| {

@@ -22,13 +22,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::agent::{self, AgentSpec, Availability, PromptInput};
+use crate::agent::{self, AgentSpec};
 use crate::approval::{self, Review};
 use crate::event::{AgentUsage, Event, PlanRoundOutcome};
 use crate::gate::masking;
 use crate::plan::format::{self, MAX_PLAN_BYTES, Plan};
 use crate::plan::{brief, pinch};
-use crate::process::{Git, GroupChild, GroupSpec};
+use crate::process::{Git, GroupChild};
 use crate::store::{Oid, Store, StoreError};
 
 /// Rounds when `--rounds` is not given.
@@ -89,6 +89,9 @@ pub enum LeadError {
     Missing { agent: String, program: String },
     #[error("{0}")]
     Out(String),
+    /// The sandbox `.orch/config` asks for cannot work here.
+    #[error("{0}")]
+    Sandbox(String),
     #[error("{0}")]
     Review(#[from] approval::ReviewError),
     #[error("{0}")]
@@ -370,6 +373,8 @@ pub async fn run(
         ),
     };
     let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)?;
+    let sandbox = crate::sandbox::resolve(&settings.sandbox)
+        .map_err(|e| LeadError::Sandbox(e.to_string()))?;
     let spec = AgentSpec::resolve(&opts.agent, &settings.agents)?;
     if let Some(program) = agent::probe_program(&spec)
         && !crate::process::on_path(&program)
@@ -474,6 +479,9 @@ pub async fn run(
                 base,
                 session: &id,
                 timeout,
+                sandbox: &sandbox,
+                common_dir: store.common_dir(),
+                prices: &settings.prices,
             },
             cancel,
         )
@@ -619,6 +627,9 @@ struct AgentRun<'a> {
     base: Oid,
     session: &'a str,
     timeout: Duration,
+    sandbox: &'a crate::sandbox::Sandbox,
+    common_dir: &'a Path,
+    prices: &'a std::collections::BTreeMap<String, crate::agent::price::Price>,
 }
 
 /// How the agent's run went.
@@ -635,23 +646,15 @@ struct Ran {
     unavailable: Option<String>,
 }
 
-/// Runs the agent once, in its own process group, as attempts do.
+/// Runs the agent once exactly as attempts run theirs (see
+/// [`crate::launch`]): the same command line, sandbox, environment
+/// allow-list, supervisor, stream watch and usage reading.
 async fn run_agent(
     spec: &AgentSpec,
     run: AgentRun<'_>,
     cancel: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Ran {
-    let inv = agent::invocation(
-        spec,
-        &PromptInput {
-            prompt: run.prompt,
-            prompt_file: run.prompt_file,
-            workdir: run.workdir,
-            task: "lead",
-            attempt: run.round,
-        },
-    );
-    let mut env: Vec<(String, String)> = vec![
+    let env: Vec<(String, String)> = vec![
         ("ORCH_ROLE".into(), "lead".into()),
         ("ORCH_TASK".into(), "lead".into()),
         ("ORCH_ATTEMPT".into(), run.round.to_string()),
@@ -669,57 +672,54 @@ async fn run_agent(
             run.prompt_file.to_string_lossy().into_owned(),
         ),
     ];
-    env.extend(spec.env.clone());
-    env.extend(inv.env.clone());
-    let group = GroupSpec {
-        program: inv.program.clone(),
-        args: inv.args.clone(),
-        cwd: run.workdir.to_owned(),
-        env,
-        env_remove: ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
-        stdin: inv.stdin.clone(),
-        stdout: run.log_dir.join("agent.out"),
-        stderr: run.log_dir.join("agent.err"),
-        filter: Some(masking::line_filter()),
+    let failed = |why: String| Ran {
+        exit: None,
+        timed_out: false,
+        interrupted: false,
+        duration_ms: 0,
+        usage: AgentUsage::default(),
+        tail: String::new(),
+        failed: Some(why.clone()),
+        unavailable: Some(why),
+    };
+    let launch = match crate::launch::agent(&crate::launch::AgentJob {
+        spec,
+        sandbox: run.sandbox,
+        prompt: run.prompt,
+        prompt_file: run.prompt_file,
+        worktree: run.workdir,
+        common_dir: run.common_dir,
+        branch_ref: None,
+        log_dir: run.log_dir,
+        log_name: "agent",
+        task: "lead",
+        attempt: run.round,
+        env: &env,
+        allowed_commands: Vec::new(),
+        filter: masking::line_filter(),
+        writable: Vec::new(),
+    }) {
+        Ok(l) => l,
+        Err(e) => return failed(format!("could not start: {e}")),
     };
     let start = Instant::now();
-    let mut child = match GroupChild::spawn(&group) {
+    let mut child = match GroupChild::spawn(&launch.group) {
         Ok(c) => c,
-        Err(e) => {
-            let why = format!("could not start: {e}");
-            return Ran {
-                exit: None,
-                timed_out: false,
-                interrupted: false,
-                duration_ms: 0,
-                usage: AgentUsage::default(),
-                tail: String::new(),
-                failed: Some(why.clone()),
-                unavailable: Some(why),
-            };
-        }
+        Err(e) => return failed(format!("could not start: {e}")),
     };
     let ended = child
         .wait(tokio::time::Instant::now() + run.timeout, cancel, GRACE)
         .await;
-    let stdout = std::fs::read(&group.stdout).unwrap_or_default();
-    let parsed = agent::parse_usage(spec.kind, &stdout);
     let tail = format!(
         "{}{}",
-        crate::process::tail_of(&group.stdout, TAIL_BYTES),
-        crate::process::tail_of(&group.stderr, TAIL_BYTES)
+        crate::process::tail_of(&launch.group.stdout, TAIL_BYTES),
+        crate::process::tail_of(&launch.group.stderr, TAIL_BYTES)
     );
+    let read = crate::launch::read(spec, &ended, &launch, run.prices, &tail);
     let unavailable = if ended.timed_out || ended.cancelled {
         None
     } else {
-        match agent::classify_exit(spec.kind, ended.exit, &tail) {
-            Availability::Available => None,
-            Availability::Missing => Some("its program is missing".to_owned()),
-            Availability::RateLimited => Some("it is rate limited".to_owned()),
-        }
+        read.unavailable.clone()
     };
     let failed = if ended.timed_out {
         Some(format!(
@@ -738,16 +738,16 @@ async fn run_agent(
     } else {
         None
     };
+    let failed = match (failed, &read.cause) {
+        (Some(f), Some(cause)) => Some(format!("{f}: {}", masking::mask_text(cause))),
+        (f, _) => f,
+    };
     Ran {
         exit: ended.exit,
         timed_out: ended.timed_out,
         interrupted: ended.cancelled,
         duration_ms: start.elapsed().as_millis() as u64,
-        usage: AgentUsage {
-            input_tokens: parsed.input_tokens,
-            output_tokens: parsed.output_tokens,
-            cost_usd: parsed.cost_usd,
-        },
+        usage: read.usage,
         tail: masking::mask_text(&crate::gate::command::tail_chars(&tail, TAIL_BYTES)),
         failed,
         unavailable,

@@ -411,7 +411,15 @@ async fn gate(
             },
             None => {
                 ran += 1;
-                crate::gate::command::run(def, &cmd, &place, cancel).await
+                crate::gate::command::run_in(
+                    def,
+                    &cmd,
+                    &place,
+                    settings,
+                    store.common_dir(),
+                    cancel,
+                )
+                .await
             }
         };
         let blocks = v.blocks();

@@ -508,7 +508,15 @@ impl Queue {
                 },
                 None => {
                     report.gate_runs += 1;
-                    crate::gate::command::run(def, &cmd, &place, cancel).await
+                    crate::gate::command::run_in(
+                        def,
+                        &cmd,
+                        &place,
+                        &self.settings,
+                        &self.common_dir,
+                        cancel,
+                    )
+                    .await
                 }
             };
             let blocks = v.blocks();

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::agent::{self, AgentSpec, Availability, PromptInput};
+use crate::agent::{self, AgentSpec, Availability};
 use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
 use crate::gate::context::RetryContext;
 use crate::gate::{self, GateDef, Subject};
@@ -58,6 +58,10 @@ pub struct End {
 struct AgentOutcome {
     ended: crate::process::Ended,
     unavailable: Option<String>,
+    /// The agent's own last error message.
+    cause: Option<String>,
+    /// The timeout it ran under.
+    timeout: Duration,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -114,16 +118,28 @@ fn step(job: &Job, step: impl Into<String>) {
     }
 }
 
-/// Picks the first agent of the chain whose program is installed.
+/// Picks the first agent of the chain whose program is installed, that
+/// passes its preflight here, and whose credentials were not refused
+/// earlier in this run.
 fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
     let mut missing = Vec::new();
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
     for name in chain {
         match AgentSpec::resolve(name, &ctx.settings.agents) {
             Ok(spec) => match agent::probe_program(&spec) {
                 Some(p) if !crate::process::on_path(&p) => {
                     missing.push(format!("{name} ({p} not found)"))
                 }
-                _ => return Ok(spec),
+                _ => {
+                    if let Some(why) = refused_earlier(&ctx.run, name) {
+                        missing.push(format!("{name} ({why} earlier in this run)"));
+                        continue;
+                    }
+                    match crate::preflight::runnable(&spec, &sandbox) {
+                        Ok(()) => return Ok(spec),
+                        Err(why) => missing.push(format!("{name}: {why}")),
+                    }
+                }
             },
             Err(e) => missing.push(e.to_string()),
         }
@@ -132,6 +148,21 @@ fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String>
         "no agent available: {} (install one, or choose another with --agent or orch.agent)",
         missing.join("; ")
     ))
+}
+
+/// Agents whose credentials a provider refused, per run: no attempt of
+/// the run tries them again (the next agent of the fallback chain does).
+/// Kept for the life of the driver; a resumed driver finds out again
+/// within one attempt.
+static REFUSED: std::sync::Mutex<Vec<(String, String, String)>> = std::sync::Mutex::new(Vec::new());
+
+fn refused_earlier(run: &crate::ids::RunId, agent: &str) -> Option<String> {
+    REFUSED
+        .lock()
+        .expect("the refusal list lock is never poisoned")
+        .iter()
+        .find(|(r, a, _)| r == run.as_str() && a == agent)
+        .map(|(_, _, why)| why.clone())
 }
 
 /// Runs one attempt to its end; records every step.
@@ -370,12 +401,30 @@ async fn run_setup(
         cwd: paths.worktree.clone(),
         env: env.to_vec(),
         env_remove: GIT_REDIRECTS.iter().map(|s| (*s).to_owned()).collect(),
+        env_clear: false,
         stdin: None,
         stdout: paths.log_dir.join("setup.out"),
         stderr: paths.log_dir.join("setup.err"),
         filter: Some(gate::masking::line_filter()),
+        on_line: None,
     };
-    let ended = match GroupChild::spawn(&spec) {
+    // Confined like the agent (the same sandbox, environment allow-list).
+    let confined = crate::sandbox::resolve(&job.ctx.settings.sandbox)
+        .map_err(|e| e.to_string())
+        .and_then(|sb| {
+            crate::launch::command(
+                &sb,
+                spec.clone(),
+                &job.ctx.common_dir,
+                &paths.log_dir,
+                "setup-home",
+            )
+        });
+    let spawned = match confined {
+        Ok(s) => GroupChild::spawn(&s).map_err(|e| e.to_string()),
+        Err(why) => Err(why),
+    };
+    let ended = match spawned {
         Ok(mut c) => {
             let deadline = tokio::time::Instant::now()
                 + Duration::from_secs(job.ctx.run_settings.timeout_secs);
@@ -437,42 +486,40 @@ async fn run_agent(
     step(job, format!("agent {}", spec.name));
     let ctx = job.ctx.clone();
     let prompt = std::fs::read_to_string(&paths.prompt).map_err(|e| e.to_string())?;
-    let inv = agent::invocation(
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
+    // The agent may run what the gates will run, to check its own work.
+    let allowed_commands: Vec<String> = std::iter::once(job.task.verification.clone())
+        .chain(
+            job.gates
+                .iter()
+                .filter_map(|g| g.kind.command().map(str::to_owned)),
+        )
+        .filter(|c| !c.trim().is_empty())
+        .collect();
+    let launch = crate::launch::agent(&crate::launch::AgentJob {
         spec,
-        &PromptInput {
-            prompt: &prompt,
-            prompt_file: &paths.prompt,
-            workdir: &paths.worktree,
-            task: job.task.id.as_str(),
-            attempt: job.n,
-        },
-    );
-    let mut all_env = env.to_vec();
-    all_env.extend(spec.env.clone());
-    all_env.extend(inv.env.clone());
-    let group = GroupSpec {
-        program: inv.program.clone(),
-        args: inv.args.clone(),
-        cwd: paths.worktree.clone(),
-        env: all_env,
-        env_remove: GIT_REDIRECTS.iter().map(|s| (*s).to_owned()).collect(),
-        stdin: inv.stdin.clone(),
-        stdout: paths.log_dir.join("agent.out"),
-        stderr: paths.log_dir.join("agent.err"),
-        filter: Some(gate::masking::line_filter()),
-    };
+        sandbox: &sandbox,
+        prompt: &prompt,
+        prompt_file: &paths.prompt,
+        worktree: &paths.worktree,
+        common_dir: &ctx.common_dir,
+        branch_ref: Some(&paths.branch_ref),
+        log_dir: &paths.log_dir,
+        log_name: "agent",
+        task: job.task.id.as_str(),
+        attempt: job.n,
+        env,
+        allowed_commands,
+        filter: gate::masking::line_filter(),
+        writable: Vec::new(),
+    })?;
     let start = Instant::now();
     let timeout = Duration::from_secs(spec.timeout_secs.unwrap_or(ctx.run_settings.timeout_secs));
-    let mut child = match GroupChild::spawn(&group) {
+    let mut child = match GroupChild::spawn(&launch.group) {
         Ok(c) => c,
         Err(e) => {
             // A program that cannot start is unavailable, not a crash.
-            let ended = crate::process::Ended {
-                exit: Some(127),
-                signal: None,
-                timed_out: false,
-                cancelled: false,
-            };
+            let ended = crate::process::Ended::not_started();
             let why = e.to_string();
             record_agent(
                 job,
@@ -481,11 +528,14 @@ async fn run_agent(
                 AgentUsage::default(),
                 Some(why.clone()),
                 why.clone(),
+                None,
             )
             .await;
             return Ok(AgentOutcome {
                 ended,
                 unavailable: Some(why),
+                cause: None,
+                timeout,
             });
         }
     };
@@ -493,6 +543,7 @@ async fn run_agent(
     {
         let c = ctx.clone();
         let (task, n) = (job.task.id.clone(), job.n);
+        let confined = sandbox.kind.as_str().to_owned();
         blocking(&ctx, move |store| {
             append(
                 store,
@@ -502,6 +553,7 @@ async fn run_agent(
                     attempt: n,
                     pid,
                     pgid: pid,
+                    sandbox: Some(confined),
                 }],
             )
         })
@@ -512,38 +564,36 @@ async fn run_agent(
     let ended = child
         .wait(tokio::time::Instant::now() + timeout, cancel, GRACE)
         .await;
-    let stdout = std::fs::read(&group.stdout).unwrap_or_default();
-    let parsed = agent::parse_usage(spec.kind, &stdout);
-    let usage = AgentUsage {
-        input_tokens: parsed.input_tokens,
-        output_tokens: parsed.output_tokens,
-        cost_usd: parsed.cost_usd,
-    };
     let tail = format!(
         "{}{}",
-        crate::process::tail_of(&group.stdout, TAIL_BYTES),
-        crate::process::tail_of(&group.stderr, TAIL_BYTES)
+        crate::process::tail_of(&launch.group.stdout, TAIL_BYTES),
+        crate::process::tail_of(&launch.group.stderr, TAIL_BYTES)
     );
-    let unavailable = if ended.timed_out || ended.cancelled {
-        None
-    } else {
-        match agent::classify_exit(spec.kind, ended.exit, &tail) {
-            Availability::Available => None,
-            Availability::Missing => Some("its program is missing".to_owned()),
-            Availability::RateLimited => Some("rate limited".to_owned()),
-        }
-    };
+    let read = crate::launch::read(spec, &ended, &launch, &ctx.settings.prices, &tail);
+    if read.availability == Availability::AuthFailed {
+        let why = "its credentials were refused".to_owned();
+        REFUSED
+            .lock()
+            .expect("the refusal list lock is never poisoned")
+            .push((ctx.run.to_string(), spec.name.clone(), why));
+    }
     record_agent(
         job,
         &ended,
         start.elapsed().as_millis() as u64,
-        usage,
-        unavailable.clone(),
+        read.usage,
+        read.unavailable.clone(),
         tail,
+        read.cause.clone(),
     )
     .await;
     failpoint("attempt.agent-finished").await;
-    Ok(AgentOutcome { ended, unavailable })
+    Ok(AgentOutcome {
+        ended,
+        unavailable: read.unavailable,
+        cause: read.cause,
+        timeout,
+    })
 }
 
 async fn record_agent(
@@ -553,10 +603,12 @@ async fn record_agent(
     usage: AgentUsage,
     unavailable: Option<String>,
     tail: String,
+    cause: Option<String>,
 ) {
     let ctx = job.ctx.clone();
     let (task, n, ended) = (job.task.id.clone(), job.n, *ended);
     let tail = gate::masking::mask_text(&gate::command::tail_chars(&tail, TAIL_BYTES));
+    let cause = cause.map(|c| gate::masking::mask_text(&c));
     let _ = blocking(&ctx.clone(), move |store| {
         append(
             store,
@@ -571,6 +623,7 @@ async fn record_agent(
                 usage,
                 unavailable,
                 tail,
+                cause,
             }],
         )
     })
@@ -701,19 +754,25 @@ async fn judge(
         return Ok((Outcome::Abandoned, Some(f)));
     }
     let ended = agent_run.ended;
+    let cause = agent_run
+        .cause
+        .as_ref()
+        .map(|c| format!(": {}", gate::masking::mask_text(c)))
+        .unwrap_or_default();
     let agent_failure = if ended.timed_out {
         Some(Failure {
             class: FailureClass::Timeout,
             reason: format!(
-                "agent {} ran past its timeout of {}s",
-                spec.name, ctx.run_settings.timeout_secs
+                "agent {} ran past its timeout of {}s{cause}",
+                spec.name,
+                agent_run.timeout.as_secs()
             ),
         })
     } else if !ended.success() {
         Some(Failure {
             class: FailureClass::AgentCrash,
             reason: format!(
-                "agent {} {}",
+                "agent {} {}{cause}",
                 spec.name,
                 match (ended.exit, ended.signal) {
                     (Some(c), _) => format!("exited {c}"),

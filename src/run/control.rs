@@ -270,8 +270,10 @@ pub fn driver_alive(store: &Store, run: &RunId) -> Result<bool, StoreError> {
 }
 
 /// Runs the gate stack on an attempt's result by hand (`git orch gate`),
-/// records the verdicts and returns them. The attempt's outcome does not
-/// change.
+/// against the commit the attempt started from, records the verdicts and
+/// returns them. The attempt's outcome does not change, and neither does
+/// whether its landing verifies: verdicts recorded after an attempt ended
+/// are kept apart from the ones its outcome (and a landing) rested on.
 pub async fn gate_attempt(
     store_dir: &std::path::Path,
     run: &RunState,
@@ -317,8 +319,11 @@ pub async fn gate_attempt(
             .join(format!("gate-{}", run.id));
         super::workspace::prepare_scratch(&store, &worktree, store.parse_oid(commit)?)?;
     }
-    let base = store.parse_oid(&run.base)?;
-    let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)
+    // Settings are the run's; the diff is the attempt's own, from the
+    // commit it started on (later attempts start from what landed).
+    let run_base = store.parse_oid(&run.base)?;
+    let base = store.parse_oid(&attempt.base)?;
+    let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
         .map_err(|e| RunError::Config(e.to_string()))?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
     let subject = crate::gate::Subject {
@@ -334,7 +339,7 @@ pub async fn gate_attempt(
             ("ORCH_TASK".into(), task.to_string()),
             ("ORCH_ATTEMPT".into(), n.to_string()),
             ("ORCH_OWNED_GLOBS".into(), sub.owned_globs.join("\n")),
-            ("ORCH_BASE".into(), run.base.clone()),
+            ("ORCH_BASE".into(), attempt.base.clone()),
         ],
         log_dir: store
             .orch_dir()

@@ -311,6 +311,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     } else {
         config_warnings(store, base)?
     };
+    // A sandbox that is asked for but cannot work stops the run before
+    // anything is written.
+    crate::sandbox::resolve(&settings.sandbox).map_err(|e| RunError::Config(e.to_string()))?;
     let worktree_root = worktree_root(store, &settings);
     if let Some(w) = store.workdir() {
         let w = w.canonicalize().unwrap_or_else(|_| w.to_owned());

@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::event::RunSummary;
 use crate::ids::TaskId;
 use crate::plan::Plan;
-use crate::state::{RunState, TaskState, TaskStatus, Workspace};
+use crate::state::{AttemptState, RunState, TaskStatus, Workspace};
 
 /// Where a task stands, as shown everywhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -112,51 +112,154 @@ impl std::fmt::Display for Status {
     }
 }
 
-/// Tokens an agent reported, summed over attempts; `None` where no
-/// attempt reported any (unknown, which is not zero).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+/// Where a cost comes from, summed over attempts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostKind {
+    /// No agent ran.
+    None,
+    /// Agents ran and none reported a cost (nor has its model a price):
+    /// unknown, which is not $0.00.
+    Unknown,
+    /// Some agents reported a cost or had one estimated, others not.
+    Partial,
+    /// Every cost is known, some estimated from the price table.
+    Estimated,
+    /// Every cost was reported by the agents.
+    Reported,
+}
+
+/// Tokens and cost agents reported (or that were estimated), summed over
+/// attempts: the same numbers for a task, a run, the table and JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Usage {
-    pub input_tokens: Option<u64>,
-    pub output_tokens: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// The known part of the cost; `None` when it is unknown.
     pub cost_usd: Option<f64>,
+    pub cost: CostKind,
+    /// Attempts whose agent ran, and those that reported no tokens.
+    #[serde(skip)]
+    pub runs: usize,
+    #[serde(skip)]
+    pub runs_without_tokens: usize,
+}
+
+impl Default for Usage {
+    fn default() -> Self {
+        Usage {
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            cost_usd: Some(0.0),
+            cost: CostKind::None,
+            runs: 0,
+            runs_without_tokens: 0,
+        }
+    }
+}
+
+/// The usage of `attempts`.
+pub fn usage<'a>(attempts: impl IntoIterator<Item = &'a AttemptState>) -> Usage {
+    let mut u = Usage::default();
+    let (mut known, mut unknown, mut estimated) = (0usize, 0usize, 0usize);
+    let mut cost = 0.0;
+    for run in attempts.into_iter().filter_map(|a| a.agent_run.as_ref()) {
+        let r = &run.usage;
+        u.runs += 1;
+        if r.input_tokens == 0 && r.output_tokens == 0 {
+            u.runs_without_tokens += 1;
+        }
+        u.input_tokens += r.input_tokens;
+        u.output_tokens += r.output_tokens;
+        u.cache_read_tokens += r.cache_read_tokens;
+        u.cache_write_tokens += r.cache_write_tokens;
+        match r.cost_usd {
+            Some(c) => {
+                known += 1;
+                cost += c;
+                if r.cost_source.as_deref() == Some("estimated") {
+                    estimated += 1;
+                }
+            }
+            None => unknown += 1,
+        }
+    }
+    u.cost = match (known, unknown, estimated) {
+        (0, 0, _) => CostKind::None,
+        (0, _, _) => CostKind::Unknown,
+        (_, n, _) if n > 0 => CostKind::Partial,
+        (_, _, e) if e > 0 => CostKind::Estimated,
+        _ => CostKind::Reported,
+    };
+    // `sum` of no floats would be -0.0, which prints as "-0.00".
+    u.cost_usd = (u.cost != CostKind::Unknown).then_some(0.0 + cost);
+    u
+}
+
+/// A token count for people: `345`, `12.3k`, `1.5M`.
+fn short(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
 }
 
 impl Usage {
-    /// Adds another known or unknown amount: unknown plus known is the
-    /// known part (shown with the unknown count beside it).
-    fn add(&mut self, other: Usage) {
-        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
-            match (a, b) {
-                (Some(a), Some(b)) => Some(a + b),
-                (a, b) => a.or(b),
-            }
+    /// A cost for people: `$0.12`, `~$0.12` (estimated), `$0.12+?` (some
+    /// unknown), `unknown`.
+    pub fn cost_text(&self) -> String {
+        let usd = self.cost_usd.unwrap_or(0.0);
+        match self.cost {
+            CostKind::Unknown => "unknown".to_owned(),
+            CostKind::Partial => format!("${usd:.2}+?"),
+            CostKind::Estimated => format!("~${usd:.2}"),
+            CostKind::None | CostKind::Reported => format!("${usd:.2}"),
         }
-        self.input_tokens = sum(self.input_tokens, other.input_tokens);
-        self.output_tokens = sum(self.output_tokens, other.output_tokens);
-        self.cost_usd = sum(self.cost_usd, other.cost_usd);
     }
 
-    /// Whether anything is known.
-    pub fn is_known(&self) -> bool {
-        self.input_tokens.is_some() || self.output_tokens.is_some() || self.cost_usd.is_some()
+    /// Tokens for people: `12.3k in, 1.1k out`, or `tokens unknown` when
+    /// agents ran and none reported any.
+    pub fn tokens_text(&self) -> String {
+        if self.runs > 0 && self.runs_without_tokens == self.runs {
+            return "tokens unknown".to_owned();
+        }
+        format!(
+            "{} in, {} out",
+            short(self.input_tokens),
+            short(self.output_tokens)
+        )
+    }
+
+    /// Tokens in a table cell: `12.3k/1.1k` (in/out), `unknown` when the
+    /// agents reported none, `-` when no agent ran.
+    pub fn tokens_cell(&self) -> String {
+        if self.runs == 0 {
+            "-".to_owned()
+        } else if self.runs_without_tokens == self.runs {
+            "unknown".to_owned()
+        } else {
+            format!("{}/{}", short(self.input_tokens), short(self.output_tokens))
+        }
+    }
+
+    /// `cost $0.12, 12.3k in, 1.1k out`: a run's or a task's usage in one
+    /// phrase.
+    pub fn text(&self) -> String {
+        format!("{}, {}", self.cost_text(), self.tokens_text())
     }
 }
 
-/// What one task's attempts reported using.
-fn task_usage(t: &TaskState) -> Usage {
-    let mut total = Usage::default();
-    for a in &t.attempts {
-        let Some(run) = &a.agent_run else { continue };
-        let u = &run.usage;
-        // An adapter that cannot read usage reports zeros and no cost.
-        let tokens_known = u.input_tokens > 0 || u.output_tokens > 0;
-        total.add(Usage {
-            input_tokens: tokens_known.then_some(u.input_tokens),
-            output_tokens: tokens_known.then_some(u.output_tokens),
-            cost_usd: u.cost_usd,
-        });
-    }
-    total
+/// One attempt's usage as its agent recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttemptUsage {
+    pub attempt: u32,
+    pub agent: String,
+    pub usage: crate::event::AgentUsage,
 }
 
 /// One task, as shown.
@@ -171,8 +274,12 @@ pub struct TaskRow {
     pub agent: Option<String>,
     /// Time the latest attempt took, or has taken so far.
     pub elapsed_ms: Option<i64>,
-    #[serde(flatten)]
+    /// The task's known cost; `None` when unknown (not $0.00).
+    pub cost_usd: Option<f64>,
+    /// Tokens and cost over every attempt of the task.
     pub usage: Usage,
+    /// Each attempt's usage as its agent recorded it.
+    pub attempt_usage: Vec<AttemptUsage>,
     pub worktree: Option<String>,
     pub workspace: Option<Workspace>,
     pub port: Option<u16>,
@@ -260,7 +367,20 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             attempts: t.map_or(0, |t| t.attempts.len()),
             agent: last.map(|a| a.agent.clone()),
             elapsed_ms,
-            usage: t.map(task_usage).unwrap_or_default(),
+            cost_usd: t.map_or(Some(0.0), |t| usage(&t.attempts).cost_usd),
+            usage: t.map(|t| usage(&t.attempts)).unwrap_or_default(),
+            attempt_usage: t.map_or_else(Vec::new, |t| {
+                t.attempts
+                    .iter()
+                    .filter_map(|a| {
+                        a.agent_run.as_ref().map(|r| AttemptUsage {
+                            attempt: a.n,
+                            agent: a.agent.clone(),
+                            usage: r.usage.clone(),
+                        })
+                    })
+                    .collect()
+            }),
             worktree: last.map(|a| a.worktree.clone()),
             workspace: last.map(|a| a.workspace()),
             port: last.map(|a| a.port),
@@ -340,19 +460,9 @@ pub fn counts<'a>(states: impl IntoIterator<Item = &'a Status>) -> Vec<(Status, 
         .collect()
 }
 
-/// A run's totals of usage, and how many tasks with attempts reported
-/// nothing (their usage is unknown).
-pub fn run_usage(rows: &[TaskRow]) -> (Usage, usize) {
-    let mut total = Usage::default();
-    let mut unknown = 0;
-    for r in rows.iter().filter(|r| r.attempts > 0) {
-        if r.usage.is_known() {
-            total.add(r.usage);
-        } else {
-            unknown += 1;
-        }
-    }
-    (total, unknown)
+/// A run's usage: every attempt of every task.
+pub fn run_usage(run: &RunState) -> Usage {
+    usage(run.attempts().map(|(_, a)| a))
 }
 
 #[cfg(test)]
@@ -380,20 +490,28 @@ mod tests {
     }
 
     #[test]
-    fn unknown_usage_stays_unknown_and_known_parts_add() {
-        let mut u = Usage::default();
-        u.add(Usage {
-            input_tokens: Some(10),
-            output_tokens: Some(2),
+    fn no_cost_reported_is_unknown_not_zero() {
+        let u = Usage {
             cost_usd: None,
-        });
-        u.add(Usage {
-            input_tokens: None,
-            output_tokens: None,
+            cost: CostKind::Unknown,
+            runs: 1,
+            runs_without_tokens: 1,
+            ..Usage::default()
+        };
+        assert_eq!(u.cost_text(), "unknown");
+        assert_eq!(u.tokens_cell(), "unknown");
+        assert_eq!(u.text(), "unknown, tokens unknown");
+        assert_eq!(Usage::default().tokens_cell(), "-");
+        let partial = Usage {
+            input_tokens: 12_300,
+            output_tokens: 1_100,
             cost_usd: Some(0.5),
-        });
-        assert_eq!(u.input_tokens, Some(10));
-        assert_eq!(u.cost_usd, Some(0.5));
-        assert!(!Usage::default().is_known());
+            cost: CostKind::Partial,
+            runs: 2,
+            runs_without_tokens: 1,
+            ..Usage::default()
+        };
+        assert_eq!(partial.text(), "$0.50+?, 12.3k in, 1.1k out");
+        assert_eq!(partial.tokens_cell(), "12.3k/1.1k");
     }
 }

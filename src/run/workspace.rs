@@ -242,10 +242,8 @@ pub fn original_hooks_dir(store: &Store) -> Result<PathBuf, StoreError> {
     })
 }
 
-/// Single-quotes a value for `sh`.
-pub fn sh_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
+/// Single-quotes a value for `sh` (the one helper lives in `process`).
+pub use crate::process::shell_quote as sh_quote;
 
 /// Environment that points the agent's git at the attempt's hook folder
 /// without touching any config file: git reads `GIT_CONFIG_COUNT`,

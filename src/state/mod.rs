@@ -118,7 +118,10 @@ pub struct AttemptState {
     pub setup_ok: Option<bool>,
     pub agent_run: Option<AgentRun>,
     pub result: Option<AttemptOutput>,
+    /// The verdicts its outcome rests on.
     pub verdicts: Vec<Verdict>,
+    /// Verdicts of `git orch gate` run after the attempt ended.
+    pub regated: Vec<Verdict>,
     pub outcome: Option<Outcome>,
     pub failure: Option<Failure>,
     pub finished_ms: Option<i64>,
@@ -511,6 +514,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         agent_run: None,
                         result: None,
                         verdicts: Vec::new(),
+                        regated: Vec::new(),
                         outcome: None,
                         failure: None,
                         finished_ms: None,
@@ -531,6 +535,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             attempt,
             pid,
             pgid,
+            ..
         } => {
             if let Some(a) = runs
                 .get_mut(run_id)
@@ -612,7 +617,14 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 .get_mut(run_id)
                 .and_then(|run| run.attempt_mut(task, *attempt))
             {
-                a.verdicts.push(verdict.clone());
+                // The verdicts an outcome rests on are those recorded
+                // before it; a later `git orch gate` adds to the record
+                // without changing history's verdict.
+                if a.outcome.is_none() {
+                    a.verdicts.push(verdict.clone());
+                } else {
+                    a.regated.push(verdict.clone());
+                }
             }
         }
         Event::AttemptFinished {
@@ -946,7 +958,7 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
     for run in runs {
         for (_, a) in run.attempts() {
             let Some(result) = &a.result else { continue };
-            for v in a.verdicts.iter().filter(|v| decided(v)) {
+            for v in a.verdicts.iter().chain(&a.regated).filter(|v| decided(v)) {
                 if let Some(command) = &v.command {
                     cache.insert(
                         VerdictKey {

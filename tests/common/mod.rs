@@ -77,6 +77,12 @@ impl Sandbox {
             ("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z"),
             ("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z"),
             ("NO_COLOR", "1"),
+            // Tests not about the sandbox run the same on every machine;
+            // the sandbox tests set their own mode. The fake CLIs read
+            // their scripts from FAKE_* variables, which agents of the
+            // real kinds would not otherwise be given.
+            ("GIT_ORCH_SANDBOX", "none"),
+            ("GIT_ORCH_PASS_ENV", "FAKE_*"),
         ] {
             cmd.env(k, v);
         }

@@ -1,0 +1,82 @@
+//! `git orch agents`: which agent CLIs are installed here, their versions,
+//! whether each passes its preflight (with the line that fixes it), and
+//! the sandbox runs would get.
+
+use clap::Args;
+
+use super::{Cli, CommandError, CommandResult, exit, output};
+use crate::agent::preflight::Severity;
+use crate::config::Settings;
+
+/// Show the agent CLIs installed here, their versions, whether each can
+/// work (API key, login, trust, root), what to configure where one cannot,
+/// and the sandbox agents would run in.
+///
+/// Agents are the four CLIs git-orch knows (claude, codex, gemini, aider)
+/// and every `[agent "NAME"]` in .orch/config, or just the NAMEs given.
+/// Each is checked with the environment and home files it would really get.
+/// Exit 3 if an agent named on the command line cannot work.
+#[derive(Debug, Args)]
+pub struct AgentsArgs {
+    /// Only these agents (built-in names or configured sections).
+    pub names: Vec<String>,
+    /// Print the result as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The settings of the repository here (its .orch/config at HEAD and its
+/// `orch.*` keys), or the defaults outside a repository.
+fn settings(cli: &Cli) -> Result<Settings, CommandError> {
+    let Ok(store) = crate::store::Store::discover(&super::start_dir(&cli.directory)) else {
+        return Ok(Settings::default());
+    };
+    let head = store.resolve_commit("HEAD")?;
+    Settings::from_values(&store.project_config(head)?)
+        .map_err(|e| CommandError::error(format!("{e}\nhint: fix .orch/config")))
+}
+
+pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
+    let settings = settings(cli)?;
+    let survey =
+        crate::preflight::survey(&settings, &args.names, true).map_err(CommandError::error)?;
+    let blocked = !args.names.is_empty() && survey.agents.iter().any(|a| !a.ready());
+    let code = if blocked { exit::BLOCKED } else { exit::OK };
+    let mut out = output::Out::new();
+    if args.json {
+        out.line(&serde_json::to_string(&survey).expect("the survey serialises"));
+        return Ok(code);
+    }
+    out.line(&format!("sandbox: {}", survey.sandbox.summary));
+    for a in &survey.agents {
+        let state = if !a.installed {
+            "not installed".to_owned()
+        } else if a.ready() {
+            "ready".to_owned()
+        } else {
+            "cannot work here".to_owned()
+        };
+        let version = a.version.as_deref().unwrap_or("-");
+        if !out.line(&format!(
+            "{:<10} {:<8} {:<32} {}",
+            a.name,
+            a.kind.as_str(),
+            version,
+            state
+        )) {
+            return Ok(code);
+        }
+        if !a.installed {
+            out.line(&format!("    fix: {}", a.kind.install_hint()));
+        }
+        for f in &a.findings {
+            let mark = match f.severity {
+                Severity::Error => "problem",
+                Severity::Note => "note",
+            };
+            out.line(&format!("    {mark}: {}", f.problem));
+            out.line(&format!("    fix: {}", f.fix));
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,350 @@
+//! Launching one agent for an attempt or a review, and reading what it
+//! did: its command line for where it runs (permission flags only inside
+//! the sandbox), confined by the sandbox, its output watched while it runs
+//! so a refused key or a rate limit stops it in seconds, and afterwards its
+//! usage (with a cost: reported, estimated from the price table, or
+//! unknown), whether it was unavailable, and its own error text.
+//!
+//! The runner records and decides; this module only prepares and reads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::agent::price::{self, Price};
+use crate::agent::{self, AgentSpec, Availability, CostSource, PromptInput, StreamWatch};
+use crate::event::AgentUsage;
+use crate::process::{Ended, GroupSpec, LineFilter, Stream};
+use crate::sandbox::{Confine, Sandbox};
+
+/// One agent to start.
+pub struct AgentJob<'a> {
+    pub spec: &'a AgentSpec,
+    pub sandbox: &'a Sandbox,
+    pub prompt: &'a str,
+    pub prompt_file: &'a Path,
+    pub worktree: &'a Path,
+    /// The repository's git directory.
+    pub common_dir: &'a Path,
+    /// The attempt's branch, which the agent may commit on; `None` for a
+    /// reviewer, which only reads.
+    pub branch_ref: Option<&'a str>,
+    /// Where its output, private home and scratch folders go.
+    pub log_dir: &'a Path,
+    /// File names of its output in `log_dir` (`agent`, `review`).
+    pub log_name: &'a str,
+    pub task: &'a str,
+    pub attempt: u32,
+    /// The runner's variables (`ORCH_*`, the hooks' git config).
+    pub env: &'a [(String, String)],
+    /// Commands the agent may run in the milder permission mode.
+    pub allowed_commands: Vec<String>,
+    /// Applied to output lines before they are kept (secret masking).
+    pub filter: LineFilter,
+    /// More folders outside the worktree it may write.
+    pub writable: Vec<PathBuf>,
+}
+
+/// A prepared agent: what to spawn, and the watch on its output.
+pub struct Launch {
+    pub group: GroupSpec,
+    pub watch: Arc<Mutex<StreamWatch>>,
+    /// Where it runs, and since when (to find its session records).
+    worktree: PathBuf,
+    prepared: std::time::SystemTime,
+}
+
+/// The agent's command, confined and watched.
+pub fn agent(job: &AgentJob) -> Result<Launch, String> {
+    let spec = job.spec;
+    let mut permissions = job.sandbox.permissions();
+    permissions.allowed_commands = job.allowed_commands.clone();
+    let inv = agent::invocation_in(
+        spec,
+        &PromptInput {
+            prompt: job.prompt,
+            prompt_file: job.prompt_file,
+            workdir: job.worktree,
+            task: job.task,
+            attempt: job.attempt,
+        },
+        &permissions,
+    );
+    let mut writable = inv.writable.clone();
+    writable.extend(job.writable.iter().cloned());
+    for w in &writable {
+        std::fs::create_dir_all(w).map_err(|e| format!("creating {}: {e}", w.display()))?;
+    }
+    let mut env = job.env.to_vec();
+    env.extend(spec.env.iter().cloned());
+    env.extend(inv.env.iter().cloned());
+    let watch = Arc::new(Mutex::new(StreamWatch::new(spec.kind, spec.api_retries())));
+    let on_line = {
+        let watch = watch.clone();
+        Arc::new(move |stream: Stream, line: &str| {
+            watch
+                .lock()
+                .expect("the watch lock is never poisoned")
+                .line(stream == Stream::Stderr, line)
+        })
+    };
+    let group = GroupSpec {
+        program: inv.program.clone(),
+        args: inv.args.clone(),
+        cwd: job.worktree.to_owned(),
+        env,
+        env_remove: Vec::new(),
+        env_clear: false,
+        stdin: inv.stdin.clone(),
+        stdout: job.log_dir.join(format!("{}.out", job.log_name)),
+        stderr: job.log_dir.join(format!("{}.err", job.log_name)),
+        filter: Some(job.filter.clone()),
+        on_line: Some(on_line),
+    };
+    let home = job.log_dir.join(format!("{}-home", job.log_name));
+    let group = job
+        .sandbox
+        .wrap(
+            group,
+            &Confine {
+                worktree: job.worktree,
+                common_dir: job.common_dir,
+                branch_ref: job.branch_ref,
+                writable: &writable,
+                home: &home,
+                home_files: &crate::sandbox::agent_home_files(spec),
+                pass_env: &crate::sandbox::agent_pass_env(spec),
+                program: &inv.program,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    Ok(Launch {
+        group,
+        watch,
+        worktree: job.worktree.to_owned(),
+        prepared: std::time::SystemTime::now(),
+    })
+}
+
+/// The usage in the session record a CLI kept for this run (see
+/// [`agent::session_records`]): found under the agent's home folder,
+/// written since the launch, naming the worktree.
+fn session_usage(spec: &AgentSpec, launch: &Launch) -> Option<agent::Usage> {
+    let (dirs, parse) = agent::session_records(spec.kind)?;
+    let env: BTreeMap<&str, &str> = launch
+        .group
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let home = PathBuf::from(env.get("HOME")?);
+    let worktree = launch.worktree.to_string_lossy().into_owned();
+    let mut roots: Vec<PathBuf> = dirs.iter().map(|d| home.join(d)).collect();
+    if let Some(codex_home) = env.get("CODEX_HOME") {
+        roots.push(PathBuf::from(codex_home).join("sessions"));
+    }
+    let mut best: Option<(std::time::SystemTime, agent::Usage)> = None;
+    let mut stack: Vec<(PathBuf, u32)> = roots.into_iter().map(|r| (r, 0)).collect();
+    let mut visited = 0;
+    while let Some((dir, depth)) = stack.pop() {
+        visited += 1;
+        if depth > 6 || visited > 2000 {
+            break;
+        }
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push((path, depth + 1));
+                continue;
+            }
+            let modified = meta.modified().unwrap_or(std::time::UNIX_EPOCH);
+            if modified < launch.prepared || path.extension().is_none_or(|e| e != "jsonl") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            // Gemini names the project in `.project_root` beside `chats/`.
+            let root = path
+                .parent()
+                .and_then(Path::parent)
+                .map(|p| p.join(".project_root"))
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            if !(text.contains(&worktree) || root.trim() == worktree) {
+                continue;
+            }
+            let usage = parse(&text);
+            if (usage.input_tokens, usage.output_tokens) != (0, 0)
+                && best.as_ref().is_none_or(|(t, _)| modified > *t)
+            {
+                best = Some((modified, usage));
+            }
+        }
+    }
+    best.map(|(_, u)| u)
+}
+
+/// What an agent's run came to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Read {
+    pub usage: AgentUsage,
+    /// Why the agent could not work at all (for the fallback chain).
+    pub unavailable: Option<String>,
+    pub availability: Availability,
+    /// The agent's own last error message.
+    pub cause: Option<String>,
+}
+
+/// The cost of `usage` with its source: the CLI's figure, else an
+/// estimate from the price table, else unknown.
+pub fn price(
+    usage: &agent::Usage,
+    model: Option<&str>,
+    prices: &BTreeMap<String, Price>,
+) -> (Option<f64>, Option<CostSource>) {
+    if let Some(c) = usage.cost_usd {
+        return (Some(c), Some(CostSource::Reported));
+    }
+    match model.and_then(|m| price::lookup(m, prices)) {
+        Some(p) => (
+            Some(price::estimate(usage, &p)),
+            Some(CostSource::Estimated),
+        ),
+        None => (None, None),
+    }
+}
+
+/// Reads the finished run of `launch`: usage from its stdout, cost,
+/// availability, cause. `tail` is the end of its stdout and stderr.
+pub fn read(
+    spec: &AgentSpec,
+    ended: &Ended,
+    launch: &Launch,
+    prices: &BTreeMap<String, Price>,
+    tail: &str,
+) -> Read {
+    let stdout = std::fs::read(&launch.group.stdout).unwrap_or_default();
+    let watch = launch
+        .watch
+        .lock()
+        .expect("the watch lock is never poisoned")
+        .clone();
+    let mut parsed = agent::parse_usage(spec.kind, &stdout);
+    if (parsed.input_tokens, parsed.output_tokens) == (0, 0)
+        && let Some(recorded) = session_usage(spec, launch)
+    {
+        // Killed before it printed its totals: its session record has
+        // what it used.
+        parsed = agent::Usage {
+            is_error: parsed.is_error,
+            ..recorded
+        };
+    }
+    let model = parsed
+        .model
+        .clone()
+        .or_else(|| watch.model().map(str::to_owned))
+        .or_else(|| spec.model.clone());
+    let (cost_usd, source) = price(&parsed, model.as_deref(), prices);
+    let usage = AgentUsage {
+        input_tokens: parsed.input_tokens,
+        output_tokens: parsed.output_tokens,
+        cost_usd,
+        cache_read_tokens: parsed.cache_read_tokens,
+        cache_write_tokens: parsed.cache_write_tokens,
+        model,
+        cost_source: source.map(|s| match s {
+            CostSource::Reported => "reported".to_owned(),
+            CostSource::Estimated => "estimated".to_owned(),
+        }),
+    };
+    let missing = matches!(
+        agent::classify_exit(spec.kind, ended.exit, tail),
+        Availability::Missing
+    );
+    let (availability, unavailable) = if ended.cancelled {
+        (Availability::Available, None)
+    } else if missing {
+        (
+            Availability::Missing,
+            Some("its program is missing".to_owned()),
+        )
+    } else if let Some(u) = watch.unavailable() {
+        (u.class, Some(u.reason()))
+    } else if let Some(u) = watch.unresolved() {
+        // Ended (or was stopped at its timeout) still refused: exit 0 from
+        // Aider after giving up says nothing about its work.
+        (u.class, Some(u.reason()))
+    } else if ended.timed_out {
+        (Availability::Available, None)
+    } else {
+        match agent::classify_exit(spec.kind, ended.exit, tail) {
+            Availability::Available => (Availability::Available, None),
+            other => (other, Some(describe(other))),
+        }
+    };
+    let cause = watch.cause().map(str::to_owned).or_else(|| {
+        (!ended.success())
+            .then(|| {
+                tail.lines()
+                    .rev()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty() && !l.starts_with('{'))
+                    .map(|l| l.chars().take(400).collect::<String>())
+            })
+            .flatten()
+    });
+    Read {
+        usage,
+        unavailable,
+        availability,
+        cause,
+    }
+}
+
+fn describe(a: Availability) -> String {
+    match a {
+        Availability::Missing => "its program is missing",
+        Availability::RateLimited => "rate limited",
+        Availability::AuthFailed => "its credentials were refused",
+        Availability::Overloaded => "the provider is overloaded or failing",
+        Availability::Unreachable => "the provider could not be reached",
+        Availability::Available => "available",
+    }
+    .to_owned()
+}
+
+/// A command (setup, gate) confined like the attempt's agent but without
+/// commit rights, with its own fresh private home `home_name` in
+/// `log_dir`.
+pub fn command(
+    sandbox: &Sandbox,
+    spec: GroupSpec,
+    common_dir: &Path,
+    log_dir: &Path,
+    home_name: &str,
+) -> Result<GroupSpec, String> {
+    let home: PathBuf = log_dir.join(home_name);
+    // Each run starts from an empty home: nothing an agent left there
+    // reaches a gate.
+    let _ = std::fs::remove_dir_all(&home);
+    let worktree = spec.cwd.clone();
+    let program = spec.program.clone();
+    sandbox
+        .wrap(
+            spec,
+            &Confine {
+                worktree: &worktree,
+                common_dir,
+                branch_ref: None,
+                writable: &[],
+                home: &home,
+                home_files: &[],
+                pass_env: &[],
+                program: &program,
+            },
+        )
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,824 @@
+//! Confinement of agents, setup commands and command gates: an
+//! allow-listed environment always, and a bubblewrap sandbox per command
+//! where it works.
+//!
+//! Inside the sandbox (`bwrap`, Linux) the whole filesystem is read-only
+//! except the attempt's worktree and exactly the parts of the repository's
+//! git directory that committing there needs (the object store, the
+//! worktree's own git folder, the attempt branch's ref and log folders);
+//! `/tmp` and the home folder are private (the home folder holds copies of
+//! the agent's own login and settings files, and the toolchains installed
+//! under it stay visible read-only); the runtime folders holding agent
+//! sockets (`/run/user`, `$SSH_AUTH_SOCK`'s folder) are hidden; the command
+//! gets a PID namespace of its own, dies with its parent and keeps no
+//! capabilities, even as root. The network stays on unless `[sandbox]
+//! network = false`: agents need their API.
+//!
+//! `[orch] sandbox = auto` (the default) uses bwrap where a probe shows it
+//! works and otherwise runs unconfined, saying why once per run; `bwrap`
+//! refuses to run without it; `none` never uses it. `GIT_ORCH_SANDBOX`
+//! overrides the setting for one command. Whatever the mode, commands get
+//! only the allow-listed environment (`agent::environment`).
+//!
+//! This module builds command lines and prepares folders; starting them is
+//! `process`'s job.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::agent::environment;
+use crate::config::{SandboxMode, SandboxSettings};
+use crate::process::GroupSpec;
+
+/// The environment variable that overrides `[orch] sandbox` for one
+/// command (for example on a CI machine where namespaces are blocked).
+pub const SANDBOX_ENV: &str = "GIT_ORCH_SANDBOX";
+
+/// The environment variable naming more variables (`NAME` or `PREFIX_*`,
+/// separated by spaces or commas) that agents and gates get, for one
+/// command, on top of the configuration's.
+pub const PASS_ENV: &str = "GIT_ORCH_PASS_ENV";
+
+/// Most bytes copied into one private home folder: login and settings
+/// files are small, and a huge folder named by `homeFile` should not fill
+/// the disk once per attempt.
+const HOME_COPY_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// Why a command cannot be confined as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// `sandbox = bwrap`, but bubblewrap does not work here.
+    #[error(
+        "{origin} asks for the bubblewrap sandbox, but it does not work here: {why}\nhint: install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap) and allow user namespaces, or set `sandbox = auto` (runs unconfined, with a warning) or `sandbox = none` in the [orch] section of .orch/config"
+    )]
+    Unavailable { origin: String, why: String },
+    /// `GIT_ORCH_SANDBOX` holds something else than a mode.
+    #[error("{SANDBOX_ENV}={value:?} is not a sandbox mode; use auto, bwrap or none")]
+    BadOverride { value: String },
+    /// A folder of the sandbox could not be prepared.
+    #[error("preparing the sandbox at {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
+    move |source| SandboxError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// How commands are confined in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Each command in its own bubblewrap sandbox.
+    Bwrap,
+    /// No sandbox: only the environment is allow-listed.
+    None,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Bwrap => "bwrap",
+            Kind::None => "none",
+        }
+    }
+}
+
+/// The sandbox in force: what was asked, what works, and the options.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Sandbox {
+    pub kind: Kind,
+    /// The mode asked for (config, or `GIT_ORCH_SANDBOX`).
+    pub requested: &'static str,
+    /// Why `auto` runs without a sandbox here.
+    pub fallback: Option<String>,
+    pub network: bool,
+    pub pass_env: Vec<String>,
+    pub bind: Vec<PathBuf>,
+    pub ro_bind: Vec<PathBuf>,
+}
+
+/// The arguments of the probe: the same isolation the real commands get.
+fn isolation_args() -> Vec<String> {
+    [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// Whether bubblewrap can make a sandbox here; the reason if not. Asked
+/// once per process.
+pub fn probe() -> Result<(), String> {
+    static RESULT: OnceLock<Result<(), String>> = OnceLock::new();
+    RESULT
+        .get_or_init(|| {
+            if !crate::process::on_path("bwrap") {
+                return Err("bwrap is not installed (not found on PATH)".into());
+            }
+            let mut args = isolation_args();
+            args.extend(
+                [
+                    "--ro-bind",
+                    "/",
+                    "/",
+                    "--dev",
+                    "/dev",
+                    "--proc",
+                    "/proc",
+                    "--tmpfs",
+                    "/tmp",
+                    "--",
+                    "true",
+                ]
+                .map(String::from),
+            );
+            let env: Vec<(String, String)> = std::env::var("PATH")
+                .map(|p| vec![("PATH".to_owned(), p)])
+                .unwrap_or_default();
+            match crate::process::capture("bwrap", &args, &env, Duration::from_secs(20)) {
+                None => Err("bwrap could not be started".into()),
+                Some((Some(0), _)) => Ok(()),
+                Some((code, out)) => {
+                    let why = out
+                        .trim()
+                        .lines()
+                        .last()
+                        .unwrap_or("")
+                        .trim()
+                        .trim_end_matches('.')
+                        .to_owned();
+                    Err(match (code, why.is_empty()) {
+                        (Some(c), true) => format!("bwrap exited {c}"),
+                        (None, true) => "bwrap did not finish".into(),
+                        (_, false) => why,
+                    })
+                }
+            }
+        })
+        .clone()
+}
+
+/// The sandbox `settings` (with `GIT_ORCH_SANDBOX` on top) amount to here.
+pub fn resolve(settings: &SandboxSettings) -> Result<Sandbox, SandboxError> {
+    let (mode, origin) = match std::env::var(SANDBOX_ENV) {
+        Ok(v) if !v.trim().is_empty() => (
+            SandboxMode::parse(&v).ok_or(SandboxError::BadOverride { value: v })?,
+            SANDBOX_ENV.to_owned(),
+        ),
+        _ => (
+            settings.mode,
+            "`sandbox = bwrap` in .orch/config".to_owned(),
+        ),
+    };
+    let (kind, fallback) = match mode {
+        SandboxMode::None => (Kind::None, None),
+        SandboxMode::Bwrap => match probe() {
+            Ok(()) => (Kind::Bwrap, None),
+            Err(why) => return Err(SandboxError::Unavailable { origin, why }),
+        },
+        SandboxMode::Auto => {
+            if !cfg!(target_os = "linux") {
+                (
+                    Kind::None,
+                    Some("the sandbox uses bubblewrap, which needs Linux".to_owned()),
+                )
+            } else {
+                match probe() {
+                    Ok(()) => (Kind::Bwrap, None),
+                    Err(why) => (Kind::None, Some(why)),
+                }
+            }
+        }
+    };
+    Ok(Sandbox {
+        kind,
+        requested: mode.as_str(),
+        fallback,
+        network: settings.network,
+        pass_env: settings.pass_env.clone(),
+        bind: settings.bind.clone(),
+        ro_bind: settings.ro_bind.clone(),
+    })
+}
+
+/// The variable patterns an agent of `spec` may see: its kind's and its
+/// section's `passEnv`.
+pub fn agent_pass_env(spec: &crate::agent::AgentSpec) -> Vec<String> {
+    spec.kind
+        .env_patterns()
+        .iter()
+        .map(|p| (*p).to_owned())
+        .chain(spec.pass_env.iter().cloned())
+        .collect()
+}
+
+/// The home files a sandboxed agent of `spec` gets copies of: its kind's
+/// and its section's `homeFile`.
+pub fn agent_home_files(spec: &crate::agent::AgentSpec) -> Vec<String> {
+    spec.kind
+        .home_files()
+        .iter()
+        .map(|p| (*p).to_owned())
+        .chain(spec.home_files.iter().cloned())
+        .collect()
+}
+
+/// What a confined command may touch besides its worktree.
+#[derive(Debug, Clone)]
+pub struct Confine<'a> {
+    /// Where the command runs, writable.
+    pub worktree: &'a Path,
+    /// The repository's git directory (`.git`), read-only.
+    pub common_dir: &'a Path,
+    /// The attempt branch (`refs/heads/…`) when the command may commit on
+    /// it: then the object store, the branch's ref and log folders and the
+    /// worktree's git folder are writable.
+    pub branch_ref: Option<&'a str>,
+    /// More folders the command writes (Aider's history folder).
+    pub writable: &'a [PathBuf],
+    /// The private home folder on disk, made and filled here.
+    pub home: &'a Path,
+    /// Home files to copy into it (relative to `$HOME`).
+    pub home_files: &'a [String],
+    /// Variables (patterns) passed on top of the base allow-list.
+    pub pass_env: &'a [String],
+    /// The program run (its install folder under `$HOME` stays visible).
+    pub program: &'a str,
+}
+
+/// This process's environment.
+fn host_env() -> BTreeMap<String, String> {
+    std::env::vars().collect()
+}
+
+/// The folder of the first `name` on `path`, resolved.
+fn which(name: &str, path: Option<&str>) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Some(PathBuf::from(name));
+    }
+    std::env::split_paths(path?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The folder to expose for a tool found at `path` inside the home folder:
+/// the parent of its `bin` folder (so `lib/`, `share/` beside it come too),
+/// else its own folder.
+fn install_root(path: &Path, home: &Path) -> Option<PathBuf> {
+    if !path.starts_with(home) || path == home {
+        return None;
+    }
+    let mut dir = if path.is_dir() {
+        path.to_owned()
+    } else {
+        path.parent()?.to_owned()
+    };
+    for ancestor in dir.clone().ancestors() {
+        if ancestor == home {
+            break;
+        }
+        if ancestor
+            .file_name()
+            .is_some_and(|n| n == "bin" || n == "shims")
+        {
+            if let Some(parent) = ancestor.parent()
+                && parent != home
+            {
+                dir = parent.to_owned();
+            } else {
+                dir = ancestor.to_owned();
+            }
+            break;
+        }
+    }
+    (dir != home).then_some(dir)
+}
+
+/// Toolchain folders under `home` that the command needs: every `PATH`
+/// entry inside it, the program's and its interpreter's install folders (a
+/// virtualenv's Python links into `~/.pyenv`), and git-orch's own (the
+/// commit hook calls it).
+fn toolchain_roots(home: &Path, path: Option<&str>, program: &str) -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    let mut add = |p: &Path| {
+        for candidate in [Some(p.to_owned()), p.canonicalize().ok()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(root) = install_root(&candidate, home)
+                && root.exists()
+                && !roots.iter().any(|r| root.starts_with(r))
+            {
+                roots.retain(|r| !r.starts_with(&root));
+                roots.push(root);
+            }
+        }
+    };
+    if let Some(path) = path {
+        for dir in std::env::split_paths(path) {
+            add(&dir);
+        }
+    }
+    if let Some(exe) = which(program, path) {
+        add(&exe);
+        let real = exe.canonicalize().unwrap_or(exe);
+        if let Some(interpreter) = shebang(&real) {
+            add(&interpreter);
+        }
+    }
+    // git-orch itself: the attempt's commit hook calls it back by path.
+    if let Ok(own) = std::env::current_exe() {
+        add(&own);
+    }
+    roots.sort();
+    roots
+}
+
+/// The interpreter of a script's `#!` line, when it is an absolute path.
+fn shebang(path: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let text = std::str::from_utf8(&head[..n]).ok()?;
+    let first = text.strip_prefix("#!")?.lines().next()?;
+    let interpreter = first.split_whitespace().next()?;
+    interpreter
+        .starts_with('/')
+        .then(|| PathBuf::from(interpreter))
+}
+
+/// Copies `from` (a file or folder) to `to`, within `budget` bytes;
+/// symlinks are followed once, sockets and devices skipped.
+fn copy_into(from: &Path, to: &Path, budget: &mut u64) -> std::io::Result<()> {
+    let meta = std::fs::metadata(from)?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            // One unreadable entry does not spoil the rest.
+            let _ = copy_into(&entry.path(), &to.join(entry.file_name()), budget);
+        }
+        return Ok(());
+    }
+    if !meta.is_file() || meta.len() > *budget {
+        return Ok(());
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::copy(from, to)?;
+    *budget -= meta.len();
+    Ok(())
+}
+
+/// `~/x` against `home`.
+fn expand(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    match (path.strip_prefix("~"), home) {
+        (Ok(rest), Some(h)) => Some(h.join(rest)),
+        (Ok(_), None) => None,
+        (Err(_), _) => Some(path.to_owned()),
+    }
+}
+
+/// The worktree's own git folder, from its `.git` file.
+fn worktree_git_dir(worktree: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let dir = text.trim().strip_prefix("gitdir:")?.trim();
+    let dir = PathBuf::from(dir);
+    Some(if dir.is_absolute() {
+        dir
+    } else {
+        worktree.join(dir)
+    })
+}
+
+/// `OPTION SOURCE DEST` for bwrap.
+fn bind(args: &mut Vec<String>, option: &str, source: &Path, dest: &Path) {
+    args.push(option.to_owned());
+    args.push(source.to_string_lossy().into_owned());
+    args.push(dest.to_string_lossy().into_owned());
+}
+
+/// `OPTION PATH` for bwrap.
+fn flag(args: &mut Vec<String>, option: &str, path: &str) {
+    args.push(option.to_owned());
+    args.push(path.to_owned());
+}
+
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_owned())
+}
+
+impl Sandbox {
+    /// A sandbox that confines nothing but the environment (for callers
+    /// with no settings at hand).
+    pub fn none() -> Sandbox {
+        Sandbox {
+            kind: Kind::None,
+            requested: "none",
+            fallback: None,
+            network: true,
+            pass_env: Vec::new(),
+            bind: Vec::new(),
+            ro_bind: Vec::new(),
+        }
+    }
+
+    /// Whether commands run inside bubblewrap.
+    pub fn confines(&self) -> bool {
+        self.kind == Kind::Bwrap
+    }
+
+    /// The permissions an agent gets here (no commands allowed yet).
+    pub fn permissions(&self) -> crate::agent::Permissions {
+        crate::agent::Permissions {
+            sandboxed: self.confines(),
+            root: crate::process::is_root(),
+            allowed_commands: Vec::new(),
+        }
+    }
+
+    /// One line for people: what is in force and, for `auto` without a
+    /// sandbox, why.
+    pub fn describe(&self) -> String {
+        match (self.kind, &self.fallback) {
+            (Kind::Bwrap, _) => format!(
+                "bubblewrap sandbox per attempt (network {})",
+                if self.network { "on" } else { "off" }
+            ),
+            (Kind::None, Some(why)) => format!(
+                "no sandbox: {why}; agents run as you, with an allow-listed environment (set `sandbox = none` in [orch] to silence this, see docs/security.md)"
+            ),
+            (Kind::None, None) => {
+                "no sandbox (sandbox = none): agents run as you, with an allow-listed environment"
+                    .to_owned()
+            }
+        }
+    }
+
+    /// The warning a run prints once, when `auto` found no sandbox.
+    pub fn warning(&self) -> Option<String> {
+        self.fallback.as_ref().map(|_| self.describe())
+    }
+
+    /// The environment for a command: the variables of this process that
+    /// the base list, the `[sandbox] passEnv` list and `pass_env` allow,
+    /// then `set` on top (its values win).
+    pub fn environment(
+        &self,
+        pass_env: &[String],
+        set: &[(String, String)],
+    ) -> Vec<(String, String)> {
+        let host = host_env();
+        let mut patterns: Vec<&str> = environment::BASE.to_vec();
+        patterns.extend(self.pass_env.iter().map(String::as_str));
+        patterns.extend(pass_env.iter().map(String::as_str));
+        let extra = host.get(PASS_ENV).cloned().unwrap_or_default();
+        patterns.extend(
+            extra
+                .split([' ', ','])
+                .map(str::trim)
+                .filter(|p| environment::is_pattern(p)),
+        );
+        let mut env: BTreeMap<String, String> = environment::allowed(
+            host.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            &patterns,
+        )
+        .into_iter()
+        .collect();
+        for (k, v) in set {
+            env.insert(k.clone(), v.clone());
+        }
+        let mut config: Vec<(String, String)> = Vec::new();
+        // An identity given only in the environment is also git's
+        // configured one, so a CLI that checks `git config user.name`
+        // (Aider, which otherwise writes a placeholder identity into the
+        // repository's own config) finds it.
+        if let (Some(name), Some(email)) = (env.get("GIT_AUTHOR_NAME"), env.get("GIT_AUTHOR_EMAIL"))
+        {
+            config.push(("user.name".into(), name.clone()));
+            config.push(("user.email".into(), email.clone()));
+        }
+        if self.confines() {
+            env.insert("TMPDIR".into(), "/tmp".into());
+            // Housekeeping would write outside what the sandbox opens
+            // (packed refs, gc.log); the driver does it instead.
+            config.push(("gc.auto".into(), "0".into()));
+            config.push(("maintenance.auto".into(), "false".into()));
+        }
+        if !config.is_empty() {
+            let n: usize = env
+                .get("GIT_CONFIG_COUNT")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            for (i, (k, v)) in config.iter().enumerate() {
+                env.insert(format!("GIT_CONFIG_KEY_{}", n + i), k.clone());
+                env.insert(format!("GIT_CONFIG_VALUE_{}", n + i), v.clone());
+            }
+            env.insert("GIT_CONFIG_COUNT".into(), (n + config.len()).to_string());
+        }
+        env.into_iter().collect()
+    }
+
+    /// `spec` confined: its environment replaced by the allow-listed one
+    /// and, with bubblewrap, its command run inside a sandbox that opens
+    /// what `confine` says.
+    pub fn wrap(&self, mut spec: GroupSpec, confine: &Confine) -> Result<GroupSpec, SandboxError> {
+        let env = self.environment(confine.pass_env, &spec.env);
+        spec.env_clear = true;
+        spec.env_remove.clear();
+        if !self.confines() {
+            spec.env = env;
+            return Ok(spec);
+        }
+        let env_map: BTreeMap<&str, &str> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let home = env_map
+            .get("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h != Path::new("/"));
+        let mut args = isolation_args();
+        if !self.network {
+            args.push("--unshare-net".into());
+        }
+        bind(&mut args, "--ro-bind", Path::new("/"), Path::new("/"));
+        flag(&mut args, "--dev", "/dev");
+        flag(&mut args, "--proc", "/proc");
+        flag(&mut args, "--tmpfs", "/tmp");
+        if Path::new("/var/tmp").is_dir() {
+            flag(&mut args, "--tmpfs", "/var/tmp");
+        }
+        // Agent sockets (ssh-agent, gpg-agent, D-Bus) live here; a
+        // read-only mount would not stop a connect.
+        if Path::new("/run/user").is_dir() {
+            flag(&mut args, "--tmpfs", "/run/user");
+        }
+        let host = host_env();
+        for var in ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR"] {
+            if let Some(p) = host.get(var).map(PathBuf::from) {
+                let dir = if var == "SSH_AUTH_SOCK" {
+                    p.parent().map(Path::to_owned)
+                } else {
+                    Some(p)
+                };
+                if let Some(dir) = dir.map(|d| canonical(&d))
+                    && dir.is_dir()
+                    && dir != Path::new("/")
+                    && !dir.starts_with("/tmp")
+                    && !dir.starts_with("/run/user")
+                {
+                    flag(&mut args, "--tmpfs", &dir.to_string_lossy());
+                }
+            }
+        }
+        // The real home folder is hidden behind an empty read-only one, with
+        // the toolchains installed under it visible again; HOME points at
+        // a private folder holding copies of the agent's own files.
+        std::fs::create_dir_all(confine.home).map_err(io(confine.home))?;
+        let private_home = canonical(confine.home);
+        let real_home = home.as_ref().map(|h| canonical(h));
+        if let Some(real) = &real_home {
+            let mut budget = HOME_COPY_LIMIT;
+            let mut files: Vec<&str> = environment::BASE_HOME_FILES.to_vec();
+            files.extend(confine.home_files.iter().map(String::as_str));
+            for rel in files {
+                let from = real.join(rel);
+                let to = private_home.join(rel);
+                if from.exists() && !to.exists() {
+                    let _ = copy_into(&from, &to, &mut budget);
+                }
+            }
+        }
+        if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
+            flag(&mut args, "--tmpfs", &real.to_string_lossy());
+            for root in toolchain_roots(real, env_map.get("PATH").copied(), confine.program) {
+                bind(&mut args, "--ro-bind", &root, &root);
+                // Registry tokens sit inside some toolchain folders.
+                for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
+                    let file = real.join(secret);
+                    if file.starts_with(&root) && file.is_file() {
+                        bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
+                    }
+                }
+            }
+        }
+        // The repository, read-only: its working tree (the user's main
+        // checkout) and git folder, and every attempt worktree, may sit
+        // under /tmp or the home folder, which are private now; shown
+        // read-only, a write there fails instead of landing in a private
+        // copy nobody sees.
+        let common = canonical(confine.common_dir);
+        let worktree = canonical(confine.worktree);
+        let main_checkout = (common.file_name().is_some_and(|n| n == ".git"))
+            .then(|| common.parent().map(Path::to_owned))
+            .flatten();
+        let worktree_root = worktree.parent().and_then(Path::parent).map(Path::to_owned);
+        for shown in main_checkout
+            .iter()
+            .chain(worktree_root.iter())
+            .chain([&common])
+        {
+            let useful = shown != Path::new("/")
+                && real_home
+                    .as_ref()
+                    .is_none_or(|h| shown != h && !h.starts_with(shown))
+                && shown.is_dir();
+            if useful {
+                bind(&mut args, "--ro-bind", shown, shown);
+            }
+        }
+        // What the worktree's git needs to record its index, and, for a
+        // command that commits, to write objects and move the attempt's
+        // branch.
+        if let Some(git_dir) = worktree_git_dir(&worktree).map(|d| canonical(&d))
+            && git_dir.starts_with(&common)
+            && git_dir.is_dir()
+        {
+            bind(&mut args, "--bind", &git_dir, &git_dir);
+        }
+        if let Some(branch) = confine.branch_ref {
+            let objects = common.join("objects");
+            bind(&mut args, "--bind", &objects, &objects);
+            if let Some((dir, _)) = branch.rsplit_once('/') {
+                for base in [common.join(dir), common.join("logs").join(dir)] {
+                    std::fs::create_dir_all(&base).map_err(io(&base))?;
+                    bind(&mut args, "--bind", &base, &base);
+                }
+            }
+        }
+        bind(&mut args, "--bind", &worktree, &worktree);
+        bind(&mut args, "--bind", &private_home, &private_home);
+        for w in confine.writable {
+            std::fs::create_dir_all(w).map_err(io(w))?;
+            let w = canonical(w);
+            bind(&mut args, "--bind", &w, &w);
+        }
+        for p in &self.ro_bind {
+            if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
+                bind(&mut args, "--ro-bind", &p, &p);
+            }
+        }
+        for p in &self.bind {
+            if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
+                bind(&mut args, "--bind", &p, &p);
+            }
+        }
+        // Read-only only now: bwrap made the mount points for the binds
+        // above inside it first.
+        if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
+            flag(&mut args, "--remount-ro", &real.to_string_lossy());
+        }
+        args.push("--chdir".into());
+        args.push(worktree.to_string_lossy().into_owned());
+        args.push("--".into());
+        args.push(spec.program.clone());
+        args.append(&mut spec.args);
+        spec.program = "bwrap".into();
+        spec.args = args;
+        spec.env = env
+            .into_iter()
+            .map(|(k, v)| {
+                if k == "HOME" {
+                    (k, private_home.to_string_lossy().into_owned())
+                } else {
+                    (k, v)
+                }
+            })
+            .collect();
+        if !spec.env.iter().any(|(k, _)| k == "HOME") {
+            spec.env
+                .push(("HOME".into(), private_home.to_string_lossy().into_owned()));
+        }
+        Ok(spec)
+    }
+
+    /// A reader of home files as the agent will see them: with the sandbox
+    /// only the copied ones (`files`, and the base ones), else any.
+    pub fn home_reader(&self, files: &[String]) -> impl Fn(&str) -> Option<String> + use<> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let only: Option<Vec<String>> = self.confines().then(|| {
+            environment::BASE_HOME_FILES
+                .iter()
+                .map(|s| (*s).to_owned())
+                .chain(files.iter().cloned())
+                .collect()
+        });
+        move |rel: &str| {
+            if let Some(only) = &only
+                && !only
+                    .iter()
+                    .any(|f| rel == f || rel.starts_with(&format!("{f}/")))
+            {
+                return None;
+            }
+            std::fs::read_to_string(home.as_ref()?.join(rel)).ok()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_roots_are_the_parents_of_bin_folders() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            install_root(Path::new("/home/u/.local/bin/aider"), home),
+            Some(PathBuf::from("/home/u/.local"))
+        );
+        assert_eq!(
+            install_root(Path::new("/home/u/.nvm/versions/node/v20/bin/node"), home),
+            Some(PathBuf::from("/home/u/.nvm/versions/node/v20"))
+        );
+        assert_eq!(
+            install_root(Path::new("/home/u/.pyenv/shims/python"), home),
+            Some(PathBuf::from("/home/u/.pyenv"))
+        );
+        // ~/bin itself, not the whole home folder.
+        assert_eq!(
+            install_root(Path::new("/home/u/bin/tool"), home),
+            Some(PathBuf::from("/home/u/bin"))
+        );
+        assert_eq!(install_root(Path::new("/usr/bin/git"), home), None);
+        assert_eq!(install_root(Path::new("/home/u/script"), home), None);
+    }
+
+    #[test]
+    fn tilde_paths_expand_against_the_home_folder() {
+        let h = Path::new("/home/u");
+        assert_eq!(
+            expand(Path::new("~/.cargo/registry"), Some(h)),
+            Some(PathBuf::from("/home/u/.cargo/registry"))
+        );
+        assert_eq!(
+            expand(Path::new("/opt/x"), Some(h)),
+            Some(PathBuf::from("/opt/x"))
+        );
+        assert_eq!(expand(Path::new("~/x"), None), None);
+    }
+
+    #[test]
+    fn without_bwrap_only_the_environment_changes() {
+        let sb = Sandbox::none();
+        let spec = GroupSpec {
+            program: "agent".into(),
+            args: vec!["a".into()],
+            cwd: PathBuf::from("/w"),
+            env: vec![("ORCH_TASK".into(), "t".into())],
+            env_remove: vec!["GIT_DIR".into()],
+            env_clear: false,
+            stdin: None,
+            stdout: PathBuf::from("/o"),
+            stderr: PathBuf::from("/e"),
+            filter: None,
+            on_line: None,
+        };
+        let home = tempfile::tempdir().expect("tmp");
+        let wrapped = sb
+            .wrap(
+                spec,
+                &Confine {
+                    worktree: Path::new("/w"),
+                    common_dir: Path::new("/r/.git"),
+                    branch_ref: None,
+                    writable: &[],
+                    home: home.path(),
+                    home_files: &[],
+                    pass_env: &[],
+                    program: "agent",
+                },
+            )
+            .expect("wraps");
+        assert_eq!(wrapped.program, "agent");
+        assert!(wrapped.env_clear);
+        assert!(
+            wrapped
+                .env
+                .iter()
+                .any(|(k, v)| k == "ORCH_TASK" && v == "t")
+        );
+        assert!(
+            wrapped
+                .env
+                .iter()
+                .all(|(k, _)| k != "GIT_DIR" && k != "SSH_AUTH_SOCK")
+        );
+    }
+}
