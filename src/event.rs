@@ -375,6 +375,48 @@ pub enum Event {
         /// Masked tail of its output.
         tail: String,
     },
+    /// A person approved a branch for `git orch land` (`git orch approve
+    /// --branch`): the decision is bound to the exact tree of the branch's
+    /// tip, so any change to the branch voids it. Not part of any run.
+    BranchApproved {
+        /// The branch, without `refs/heads/`.
+        branch: String,
+        /// Its tip when approved.
+        commit: String,
+        /// That tip's tree: what the approval is bound to.
+        tree: String,
+        approver: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// Whether the approval commit carries a gpg/ssh signature.
+        signed: bool,
+        /// The approval commit: its tree holds `approval.json`, its parent
+        /// is the approved tip; `refs/orch/keep` keeps it reachable.
+        approval: String,
+    },
+    /// `git orch land` moved the target to a candidate holding an approved
+    /// branch, after the integration gate passed on it, by compare-and-swap
+    /// from `old` (recorded first, like `landed`). Not part of any run.
+    BranchLanded {
+        /// Names this landing (`land-<12 hex>`): its scratch worktree and
+        /// gate logs under `.git/orch/`.
+        landing: String,
+        branch: String,
+        /// The branch tip that landed, and its tree (the approved one).
+        commit: String,
+        tree: String,
+        /// The approval commit that allowed it.
+        approval: String,
+        target: String,
+        /// The target's tip before and after.
+        old: String,
+        new: String,
+        strategy: String,
+        /// The commits the landing added to the target, oldest first.
+        commits: Vec<String>,
+        /// The integration gate's verdicts on the candidate `new`.
+        verdicts: Vec<Verdict>,
+    },
 }
 
 /// How one lead-agent round ended.
@@ -751,6 +793,8 @@ impl Event {
             Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
             Event::PlanRound { .. } => "plan_round",
+            Event::BranchApproved { .. } => "branch_approved",
+            Event::BranchLanded { .. } => "branch_landed",
         }
     }
 
@@ -1014,6 +1058,24 @@ impl Event {
                 };
                 format!("plan new round {round}/{rounds} by {agent}: {what}")
             }
+            Event::BranchApproved {
+                branch,
+                tree,
+                approver,
+                ..
+            } => format!(
+                "branch {branch} approved for landing by {approver} (tree {})",
+                &tree[..tree.len().min(12)]
+            ),
+            Event::BranchLanded {
+                branch,
+                target,
+                new,
+                ..
+            } => format!(
+                "branch {branch} landed on {target} at {}",
+                &new[..new.len().min(12)]
+            ),
         }
     }
 }

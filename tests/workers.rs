@@ -378,3 +378,48 @@ fn a_run_whose_approval_was_withdrawn_is_not_worked() {
     let claims = sb.git(&bare, &["for-each-ref", "refs/orch/claims/"]);
     assert_eq!(claims, "", "nothing claimed");
 }
+
+#[test]
+fn a_worker_takes_its_remote_and_cap_from_config() {
+    let mut sb = Sandbox::new();
+    let (_bare, a, _run) = shared_run(&mut sb, 5);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(
+        scripts.join("default.script"),
+        "run sh -c \"mkdir -p src/$ORCH_TASK && echo yes > src/$ORCH_TASK/done\"\n",
+    )
+    .expect("script");
+    // `init --remote origin` set orch.remote; the cap is the project's.
+    sb.git(&a, &["config", "orch.cap", "3"]);
+    let exe = common::bin_dir().join("git-orch");
+    let out = sb
+        .command(&exe.to_string_lossy(), &a)
+        .args(["worker", "--agent", "fake", "--once", "--poll", "0.2"])
+        .output()
+        .expect("worker runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Worker on origin (cap 3,"),
+        "{}",
+        stderr(&out)
+    );
+    let me = sb.git(&a, &["config", "orch.writerId"]);
+    let claims: Vec<serde_json::Value> = log(&sb, &a)
+        .into_iter()
+        .filter(|e| e["type"] == "claimed" && e["what"] != "_queue" && e["writer"] == me.as_str())
+        .collect();
+    assert_eq!(
+        claims.len(),
+        3,
+        "one round claims up to the cap: {claims:?}"
+    );
+    // Without a remote anywhere: a usage error that says how to set one.
+    let lone = sb.repo("lone");
+    let out = sb
+        .command(&exe.to_string_lossy(), &lone)
+        .args(["worker", "--once"])
+        .output()
+        .expect("worker runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("orch.remote"), "{}", stderr(&out));
+}

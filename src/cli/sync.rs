@@ -11,7 +11,7 @@ use super::{Cli, CommandResult, exit, open_store, output};
 /// force, repeating if the remote moved meanwhile.
 #[derive(Debug, Args)]
 pub struct SyncArgs {
-    /// The remote (default: orch.remote, else origin).
+    /// The remote (default: config orch.remote, else origin).
     pub remote: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]

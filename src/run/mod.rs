@@ -15,6 +15,7 @@ pub mod follow;
 pub mod progress;
 pub mod prompt;
 pub mod schedule;
+pub mod view;
 pub mod workspace;
 
 use std::collections::BTreeMap;
