@@ -247,11 +247,25 @@ pub async fn land(
             attempt: 1,
             base,
             result: tip,
+            agent: "person".into(),
         };
+        // A person's branch keeps its own commits by default (rebase); a
+        // squash or merge commit is by whoever lands it.
+        let (name, email) = store.user_identity()?.unwrap_or_else(|| {
+            (
+                crate::store::ORCH_NAME.to_owned(),
+                crate::store::ORCH_EMAIL.to_owned(),
+            )
+        });
         let names = Names {
             run: &landing,
             plan_id: "-",
             plan_hash: &approval.approval,
+            revision: 0,
+            approver: &approval.approver,
+            author: (&name, &email),
+            committer: (&name, &email),
+            land: &settings.land,
         };
         let (new, commits) = match candidate::build(&store, strategy, old, &entry, &names)? {
             Built::Commits { tip, commits } => (tip, commits),
