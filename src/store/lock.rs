@@ -22,6 +22,19 @@ use super::{Result, StoreError};
 
 /// How long an append waits for the log lock before giving up.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
+/// How often an operation is redone after losing a compare-and-swap.
+pub const MAX_TRIES: u32 = 64;
+/// The advisory lock every append (and every other write of shared refs)
+/// takes, under `.git/orch/`.
+pub const LOG_LOCK: &str = "lock";
+
+/// Sleeps before retry `attempt`: exponential up to 50 ms, with jitter so
+/// racing processes spread out instead of colliding again in lockstep.
+pub fn backoff(attempt: u32) {
+    let base_us = (500u64 << attempt.min(7)).min(50_000);
+    let jitter = u64::from(u16::from_le_bytes(crate::ids::random_bytes::<2>()));
+    std::thread::sleep(Duration::from_micros(base_us / 2 + jitter % base_us.max(1)));
+}
 
 /// A held exclusive lock; released on drop.
 #[derive(Debug)]

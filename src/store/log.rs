@@ -16,8 +16,8 @@
 //! global order (clock, writer, seq).
 
 use std::collections::HashSet;
-use std::time::Duration;
 
+use super::lock::{LOG_LOCK, MAX_TRIES, backoff};
 use super::refs::{Applied, Expected, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
 use crate::event::{Event, FORMAT_VERSION, Record};
@@ -25,20 +25,8 @@ use crate::ids::WriterId;
 
 /// Where each clone's log ref lives.
 pub const LOG_PREFIX: &str = "refs/orch/log/";
-/// How often an operation is redone after losing a compare-and-swap.
-pub const MAX_TRIES: u32 = 64;
-/// The advisory lock every append takes, under `.git/orch/`.
-pub const LOG_LOCK: &str = "lock";
 /// Seq interval at which appends start background git maintenance.
 pub const MAINTENANCE_EVERY: u64 = 1000;
-
-/// Sleeps before retry `attempt`: exponential up to 50 ms, with jitter so
-/// racing processes spread out instead of colliding again in lockstep.
-pub fn backoff(attempt: u32) {
-    let base_us = (500u64 << attempt.min(7)).min(50_000);
-    let jitter = u64::from(u16::from_le_bytes(crate::ids::random_bytes::<2>()));
-    std::thread::sleep(Duration::from_micros(base_us / 2 + jitter % base_us.max(1)));
-}
 
 /// What one atomic operation writes: events for the log and any other ref
 /// updates that must land together with them.

@@ -18,7 +18,7 @@ impl Store {
         let mut guard = self.lock("notes.lock", "writing a note")?;
         guard.intend([NOTES_REF]);
         let mut last = String::new();
-        for attempt in 0..super::log::MAX_TRIES {
+        for attempt in 0..super::lock::MAX_TRIES {
             let mut notes = self
                 .repo
                 .notes()
@@ -30,7 +30,7 @@ impl Store {
                     // The notes platform updates its ref by compare-and-swap;
                     // losing to another writer is a conflict to retry.
                     last = super::chain(&e);
-                    super::log::backoff(attempt);
+                    super::lock::backoff(attempt);
                 }
             }
         }

@@ -213,8 +213,8 @@ impl Store {
         if commits.is_empty() {
             return Ok(());
         }
-        for attempt in 0..super::log::MAX_TRIES {
-            let mut guard = self.lock(super::log::LOG_LOCK, "keeping commits")?;
+        for attempt in 0..super::lock::MAX_TRIES {
+            let mut guard = self.lock(super::lock::LOG_LOCK, "keeping commits")?;
             let tip = self.ref_target(KEEP_REF)?;
             let update = self.keep_update(tip, commits, why)?;
             guard.intend([KEEP_REF]);
@@ -222,11 +222,11 @@ impl Store {
                 return Ok(());
             }
             drop(guard);
-            super::log::backoff(attempt);
+            super::lock::backoff(attempt);
         }
         Err(StoreError::Contention {
             reference: KEEP_REF.into(),
-            attempts: super::log::MAX_TRIES,
+            attempts: super::lock::MAX_TRIES,
         })
     }
 

@@ -22,7 +22,8 @@
 //! Nothing is ever force-pushed. A push rejected because the remote moved
 //! meanwhile starts another round.
 
-use super::log::{LOG_PREFIX, MAX_TRIES, TipPosition, backoff, parse_trailers};
+use super::lock::{MAX_TRIES, backoff};
+use super::log::{LOG_PREFIX, TipPosition, parse_trailers};
 use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
 
@@ -201,7 +202,7 @@ impl Store {
     /// Brings every tracked ref of `remote` into the local `refs/orch/*`.
     pub fn integrate(&self, remote: &str, report: &mut SyncReport) -> Result<()> {
         let prefix = format!("{REMOTES_PREFIX}{remote}/");
-        let mut guard = self.lock(super::log::LOG_LOCK, "syncing")?;
+        let mut guard = self.lock(super::lock::LOG_LOCK, "syncing")?;
         let own = self.writer_id()?.map(|w| format!("{LOG_PREFIX}{w}"));
         for (tracking, theirs) in self.refs_with_prefix(&prefix)? {
             let local = format!("{ORCH_PREFIX}{}", &tracking[prefix.len()..]);
