@@ -199,10 +199,7 @@ pub fn record(
             decision,
             approver: approver.to_owned(),
             note: note.map(str::to_owned),
-            time_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or_default(),
+            time_ms: crate::clock::now_ms(),
         };
         let mut bytes = serde_json::to_vec_pretty(&approval).expect("approvals serialise");
         bytes.push(b'\n');
@@ -397,10 +394,7 @@ pub fn record_branch(
         decision: Decision::Approve,
         approver: approver.to_owned(),
         note: note.map(str::to_owned),
-        time_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or_default(),
+        time_ms: crate::clock::now_ms(),
     };
     let mut bytes = serde_json::to_vec_pretty(&file).expect("approvals serialise");
     bytes.push(b'\n');

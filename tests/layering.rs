@@ -12,6 +12,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("process", 0),
         ("ids", 0),
         ("failpoint", 0),
+        ("clock", 0),
         ("event", 1),
         ("store", 2),
         ("plan", 3),

@@ -3,6 +3,7 @@
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use crate::clock::now_ms;
 use crate::ids::{PlanId, TaskId};
 use crate::run::progress::Progress;
 use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
@@ -88,13 +89,6 @@ fn ctx_plan(
 /// [`progress::plain_line`]).
 pub fn print_progress(p: Progress) {
     output::status(&progress::plain_line(&p));
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 /// One row per task in plan order, as the status model gives them (a

@@ -6,6 +6,7 @@ use std::io::IsTerminal;
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use crate::clock::now_ms;
 use crate::run;
 use crate::run::view::{self, RunStanding, TaskRow};
 use crate::state::RunState;
@@ -33,13 +34,6 @@ pub struct StatusArgs {
     /// Redraw every second until the run ends (exit with its code) or `q`.
     #[arg(long)]
     pub watch: bool,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 /// The worker claim on a task's latest attempt, if a worker runs it: who

@@ -5,6 +5,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use crate::clock::now_ms;
 use crate::worker::{Report, Worker, WorkerOptions, WorkerOutcome};
 
 /// Work the approved runs of a shared remote, with other machines.
@@ -94,13 +95,6 @@ impl Model {
             self.reseed(renderer, &r);
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 fn render(renderer: &progress::Renderer, model: &Model, r: Report) {

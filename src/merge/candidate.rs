@@ -169,10 +169,7 @@ pub fn build(
     names: &Names,
 ) -> Result<Built, StoreError> {
     let onto_tree = store.commit_info(onto)?.tree;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or_default();
+    let now = crate::clock::now_secs();
     let author = (names.author.0, names.author.1, now, 0);
     match strategy {
         Strategy::Rebase => {

@@ -20,6 +20,7 @@ use std::collections::HashSet;
 use super::lock::{LOG_LOCK, MAX_TRIES, backoff};
 use super::refs::{Applied, Expected, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
+use crate::clock::now_ms;
 use crate::event::{Event, FORMAT_VERSION, Record};
 use crate::ids::WriterId;
 
@@ -157,13 +158,6 @@ pub fn parse_trailers(message: &str) -> Option<TipPosition> {
         seq: seq?,
         clock: clock?,
     })
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
 }
 
 impl Store {

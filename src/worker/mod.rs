@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::clock::now_ms;
 use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
@@ -120,13 +121,6 @@ struct Live {
 
 /// A landing running here under the run's queue claim.
 type Landing = (RunId, Oid, Result<LandReport, String>);
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or_default()
-}
 
 /// Whether the claim `commit` (read from the remote) no longer binds: its
 /// holder released it, its attempt ended, or its lease ran out. Returns
