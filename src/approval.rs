@@ -34,11 +34,9 @@ pub struct Review {
 /// Why a review could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
-    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
+    #[error("--base {0:?} does not name a commit")]
     BadBase(String),
-    #[error(
-        "{0}\nhint: fix .orch/config at the base commit, or the orch.* keys of this repository"
-    )]
+    #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -144,10 +144,10 @@ fn a_hanging_agent_and_its_stubborn_child_are_gone_after_the_timeout() {
         .trim()
         .parse()
         .expect("pid");
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(
-        !pid_alive(child),
-        "the TERM-ignoring child {child} survived"
+    common::wait_until(
+        &format!("the TERM-ignoring child {child} to be gone"),
+        Duration::from_secs(10),
+        || !pid_alive(child),
     );
     let finished: Vec<_> = events(&sb, &p.repo)
         .into_iter()
@@ -500,7 +500,14 @@ fn ctrl_c_exits_130_and_the_run_resumes_cleanly() {
         .args(["run", "proj", "--agent", "fake"])
         .spawn()
         .expect("run");
-    std::thread::sleep(Duration::from_millis(1000));
+    // Interrupt once both agents are at work (their attempts are live).
+    common::wait_until("both agents to start", Duration::from_secs(30), || {
+        events(&sb, &p.repo)
+            .iter()
+            .filter(|e| e["type"] == "agent_started")
+            .count()
+            == 2
+    });
     // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
     unsafe { libc::kill(driver.id() as i32, libc::SIGINT) };
     let out = driver.wait_with_output().expect("wait");

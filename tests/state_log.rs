@@ -392,16 +392,28 @@ fn log_follow_prints_new_events() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("follow");
-    std::thread::sleep(Duration::from_millis(400));
+    // Lines as the follower prints them, read on a thread so that the test
+    // waits for each one with a deadline instead of sleeping.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in reader.lines().map_while(Result::ok) {
+            let label = json_lines(&line)[0]["label"].as_str().map(str::to_owned);
+            if tx.send(label).is_err() {
+                break;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("a followed line")
+    };
+    assert_eq!(next().as_deref(), Some("first"));
     sb.orch_ok(&repo, &["debug", "append", "--label", "second"]);
-    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(next().as_deref(), Some("second"));
     child.kill().expect("stop follow");
-    let out = child.wait_with_output().expect("output");
-    let labels: Vec<String> = json_lines(&stdout(&out))
-        .iter()
-        .map(|e| e["label"].as_str().expect("label").to_owned())
-        .collect();
-    assert_eq!(labels, ["first", "second"]);
+    child.wait().expect("reap follow");
 }
 
 fn assert_refused(out: &std::process::Output, needles: &[&str]) {
@@ -705,4 +717,35 @@ fn with_the_server_hook_a_rewrite_never_reaches_the_remote() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let events = log_json(&sb, &b);
     assert!(events.iter().all(|e| e["label"] != "forged"));
+}
+
+/// Repository config is read NUL-separated: a value spanning lines (a
+/// prompt preamble, a gate command) stays one value, an empty value stays
+/// an empty value, and what follows is not mistaken for another key.
+#[test]
+fn repository_settings_with_newlines_are_read_whole() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("cfg");
+    sb.git(
+        &repo,
+        &["config", "orch.promptPreamble", "line one\norch.cap 99"],
+    );
+    sb.git(&repo, &["config", "--add", "orch.multi", "first\nsecond"]);
+    sb.git(&repo, &["config", "--add", "orch.multi", ""]);
+    let store = git_orch::store::Store::open(&repo).expect("open");
+    let values = store.project_config(None).expect("config");
+    let orch = values
+        .sections
+        .iter()
+        .find(|s| s.name == "orch" && s.subsection.is_none())
+        .expect("an [orch] section");
+    assert_eq!(
+        orch.values.get("promptpreamble").map(Vec::as_slice),
+        Some(&["line one\norch.cap 99".to_owned()][..])
+    );
+    assert!(!orch.values.contains_key("cap"), "{:?}", orch.values);
+    assert_eq!(
+        store.config_get_all("orch.multi").expect("get-all"),
+        ["first\nsecond", ""]
+    );
 }

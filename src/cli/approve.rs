@@ -113,19 +113,17 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
         return approve_branch(&store, args, branch);
     }
     let id = plan_id(args.plan.as_deref().expect("clap requires the plan"))?;
-    let current = revisions::latest(&store, &id)
-        .map_err(|e| CommandError::error(e.to_string()))?
-        .ok_or_else(|| {
-            CommandError::error(super::suggest::with_plan_hint(
-                &format!("no plan {id}\nhint: store it first with `git orch plan add <file>`"),
-                id.as_str(),
-                &store,
-            ))
-        })?;
+    let current = revisions::latest(&store, &id)?.ok_or_else(|| {
+        super::suggest::with_plan_hint(
+            CommandError::error(format!("no plan {id}"))
+                .hint("store it first with `git orch plan add <file>`"),
+            id.as_str(),
+            &store,
+        )
+    })?;
     let who = approver(&store, args.approver.as_deref())?;
     if !args.again && !args.revise {
-        let latest =
-            approval::latest(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
+        let latest = approval::latest(&store, &id)?;
         if let Some(a) = latest
             && a.approval.decision == Decision::Approve
             && a.approval.plan_hash == current.hash
@@ -141,8 +139,7 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
     let decision = if args.revise {
         Decision::Revise
     } else {
-        let review = approval::review(&store, &current.plan, args.base.as_deref())
-            .map_err(|e| CommandError::error(e.to_string()))?;
+        let review = approval::review(&store, &current.plan, args.base.as_deref())?;
         let blocking = review.analysis.blocking();
         if blocking > 0 {
             for l in super::plan::render_findings(&review) {
@@ -165,8 +162,7 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
         &who,
         args.note.as_deref(),
         args.sign,
-    )
-    .map_err(|e| CommandError::error(e.to_string()))?;
+    )?;
     match decision {
         Decision::Approve => output::status(&format!(
             "Approved plan {id} revision {} ({}) as {who}{}.",
@@ -188,13 +184,8 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?
         .is_some_and(|v| v == "true");
-    let verdict = approval::verify(&store, &id, require_signed).map_err(|e| {
-        CommandError::error(super::suggest::with_plan_hint(
-            &e.to_string(),
-            id.as_str(),
-            &store,
-        ))
-    })?;
+    let verdict = approval::verify(&store, &id, require_signed)
+        .map_err(|e| super::suggest::with_plan_hint(e.into(), id.as_str(), &store))?;
     if args.json {
         let (state, current, approval) = match &verdict {
             Verdict::Valid { current, approval } => ("approved", current, Some(approval)),
@@ -259,8 +250,7 @@ fn approve_branch(store: &crate::store::Store, args: &ApproveArgs, given: &str) 
         &who,
         args.note.as_deref(),
         args.sign,
-    )
-    .map_err(|e| CommandError::error(e.to_string()))?;
+    )?;
     output::status(&format!(
         "Approved branch {branch} at {} (tree {}) for landing as {who}{}.\nNext: `git orch land {branch}` lands it through the merge queue.",
         &tip.to_string()[..12],

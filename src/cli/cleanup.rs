@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::{Cli, CommandResult, exit, open_store, output};
 use crate::ids::{RunId, TaskId};
 use crate::run;
 use crate::run::control::{CleanupAction, CleanupFilter};
@@ -38,18 +38,8 @@ pub struct CleanupArgs {
 pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let filter = CleanupFilter {
-        run: args
-            .run
-            .as_deref()
-            .map(RunId::new)
-            .transpose()
-            .map_err(|e| CommandError::error(e.to_string()))?,
-        task: args
-            .task
-            .as_deref()
-            .map(TaskId::new)
-            .transpose()
-            .map_err(|e| CommandError::error(e.to_string()))?,
+        run: args.run.as_deref().map(RunId::new).transpose()?,
+        task: args.task.as_deref().map(TaskId::new).transpose()?,
         attempt: args.attempt,
         all_completed: args.all_completed,
         landed_only: false,
@@ -59,8 +49,7 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
     // Cleanup looks at every run this clone took part in.
     let runs = crate::state::StateIndex::open(&store)?.all_runs()?;
     let live = |r: &RunId| run::control::driver_alive(&store, r).unwrap_or(true);
-    let report = run::control::cleanup(&store, &runs, &filter, &live)
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let report = run::control::cleanup(&store, &runs, &filter, &live)?;
     let mut out = output::Out::new();
     let mut kept = 0;
     for (run, task, n, path, action) in &report.worktrees {

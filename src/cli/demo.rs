@@ -236,8 +236,7 @@ pub fn run(_cli: &Cli, args: &DemoArgs) -> CommandResult {
         ..View::default()
     };
     let mut out = output::Out::new();
-    let finished = demo::run(&opts, &mut |e| render(&mut out, &mut view, e))
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let finished = demo::run(&opts, &mut |e| render(&mut out, &mut view, e))?;
     out.line("");
     out.line(&format!(
         "Done in {:.1} s: five subtasks planned, approved, run, gated, retried where they failed, and landed.",
@@ -270,8 +269,7 @@ pub fn agent(_cli: &Cli, _args: &DemoAgentArgs) -> CommandResult {
         .and_then(|a| a.parse().ok())
         .unwrap_or(1);
     let retry = std::env::var_os("ORCH_RETRY_CONTEXT_FILE").map(PathBuf::from);
-    let said = demo::agent::act(&workdir, task.as_deref(), attempt, retry.as_deref())
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let said = demo::agent::act(&workdir, task.as_deref(), attempt, retry.as_deref())?;
     let mut out = output::Out::new();
     for l in said {
         out.line(&l);

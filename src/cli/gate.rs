@@ -45,7 +45,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
         )
     };
     let task = TaskId::new(task).map_err(|_| bad())?;
-    let r = run::pick_run(&mut index, run_id).map_err(|e| CommandError::error(e.to_string()))?;
+    let r = run::pick_run(&mut index, run_id)?;
     let n = match n {
         Some(n) => n,
         None => r
@@ -61,9 +61,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
             })?,
     };
     let runtime = super::scheduler()?;
-    let outcome = runtime
-        .block_on(run::control::gate_attempt(store.common_dir(), &r, &task, n))
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let outcome = runtime.block_on(run::control::gate_attempt(store.common_dir(), &r, &task, n))?;
     let mut out = output::Out::new();
     for v in &outcome.verdicts {
         if args.json {

@@ -146,7 +146,7 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
         watch.abort();
         r
     });
-    match outcome.map_err(|e| CommandError::error(e.to_string()))? {
+    match outcome? {
         Outcome::Refused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
         Outcome::Landed {
             landing,

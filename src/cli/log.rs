@@ -87,7 +87,7 @@ fn select(
         (run, _, _) => {
             let mut index = StateIndex::open(store)?;
             let runs: Vec<RunId> = match run {
-                Some(r) => vec![RunId::new(r).map_err(|e| CommandError::error(e.to_string()))?],
+                Some(r) => vec![RunId::new(r)?],
                 None => index.all_briefs()?.into_iter().map(|b| b.id).collect(),
             };
             let mut entries = Vec::new();
@@ -112,7 +112,7 @@ pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
     let mut out = output::Out::new();
     for (value, what) in [(&args.run, "run"), (&args.task, "task")] {
         if let Some(v) = value {
-            crate::ids::check(what, v).map_err(|e| CommandError::error(e.to_string()))?;
+            crate::ids::check(what, v)?;
         }
     }
     // Where each log stood before reading, for --follow.

@@ -57,9 +57,7 @@ fn land_all(
         for (e, _) in &next {
             renderer.task(e.task.id.as_str(), Status::Landing, Some(e.attempt));
         }
-        let one = runtime
-            .block_on(queue.land_next(cancel))
-            .map_err(|e| CommandError::error(e.to_string()))?;
+        let one = runtime.block_on(queue.land_next(cancel))?;
         for a in &one.landed {
             renderer.handle(Progress::Landed(a.clone()));
         }
@@ -100,17 +98,11 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let state = crate::state::SharedIndex::open(&store)?;
     let r = state.read(&store, |index| {
-        run::pick_run(index, args.run.as_deref()).map_err(|e| {
-            CommandError::error(super::suggest::with_run_hint(
-                &e.to_string(),
-                args.run.as_deref(),
-                index,
-            ))
-        })
+        run::pick_run(index, args.run.as_deref())
+            .map_err(|e| super::suggest::with_run_hint(e.into(), args.run.as_deref(), index))
     })?;
     let strategy = args.strategy.as_deref().and_then(Strategy::parse);
-    let queue = Queue::for_run(&store, state, &r, strategy, args.batch)
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let queue = Queue::for_run(&store, state, &r, strategy, args.batch)?;
     if args.dry_run {
         let waiting = queue.waiting(&r);
         let mut out = output::Out::new();

@@ -11,6 +11,7 @@ pub mod cleanup;
 pub mod completions;
 pub mod debug;
 pub mod demo;
+pub mod error;
 pub mod gate;
 pub mod hook;
 pub mod hooks;
@@ -37,7 +38,9 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::store::{Store, StoreError};
+pub use error::CommandError;
+
+use crate::store::Store;
 
 /// Exit codes shared by every command.
 pub mod exit {
@@ -48,43 +51,6 @@ pub mod exit {
     pub const BUDGET: u8 = 64;
     pub const BREAKER: u8 = 65;
     pub const INTERRUPTED: u8 = 130;
-}
-
-/// A command's failure: what to print and which exit code to use.
-#[derive(Debug)]
-pub struct CommandError {
-    pub code: u8,
-    pub message: String,
-}
-
-impl CommandError {
-    /// A failure with exit code 1.
-    pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            code: exit::ERROR,
-            message: message.into(),
-        }
-    }
-
-    /// A failure with a specific exit code.
-    pub fn with_code(code: u8, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<StoreError> for CommandError {
-    fn from(e: StoreError) -> Self {
-        CommandError::error(e.to_string())
-    }
-}
-
-impl From<crate::process::ProcessError> for CommandError {
-    fn from(e: crate::process::ProcessError) -> Self {
-        CommandError::error(e.to_string())
-    }
 }
 
 /// Result of a command: an exit code on success (0, or 3 for "ran, found
@@ -226,7 +192,7 @@ pub fn main() -> u8 {
     let mut code = match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
-            output::print_error(&e.message);
+            output::print_error(&e.render());
             e.code
         }
     };

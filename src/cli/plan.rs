@@ -201,25 +201,21 @@ fn load(store: &Store, arg: &str) -> Result<(Plan, String), CommandError> {
         return Ok((parse_plan(&bytes, arg)?, arg.to_owned()));
     }
     let id = PlanId::new(arg).map_err(|_| {
-        CommandError::error(super::suggest::with_plan_hint(
-            &format!(
-                "no file {arg:?}, and it is not a plan id either\nhint: give a plan file, or an id from `git orch plan list`"
-            ),
+        super::suggest::with_plan_hint(
+            CommandError::error(format!("no file {arg:?}, and it is not a plan id either"))
+                .hint("give a plan file, or an id from `git orch plan list`"),
             arg,
             store,
-        ))
+        )
     })?;
-    let rev = revisions::latest(store, &id)
-        .map_err(|e| CommandError::error(e.to_string()))?
-        .ok_or_else(|| {
-            CommandError::error(super::suggest::with_plan_hint(
-                &format!(
-                    "no file {arg:?} and no stored plan {arg}\nhint: `git orch plan list` shows the stored plans"
-                ),
-                arg,
-                store,
-            ))
-        })?;
+    let rev = revisions::latest(store, &id)?.ok_or_else(|| {
+        super::suggest::with_plan_hint(
+            CommandError::error(format!("no file {arg:?} and no stored plan {arg}"))
+                .hint("`git orch plan list` shows the stored plans"),
+            arg,
+            store,
+        )
+    })?;
     Ok((rev.plan, format!("plan {id} revision {}", rev.revision)))
 }
 
@@ -368,7 +364,7 @@ fn add(cli: &Cli, args: &AddArgs) -> CommandResult {
             ),
         ));
     }
-    let added = revisions::add(&store, &plan).map_err(|e| CommandError::error(e.to_string()))?;
+    let added = revisions::add(&store, &plan)?;
     match added {
         Added::Unchanged(rev) => output::status(&format!(
             "Plan {} is identical to revision {} ({}); nothing was written.",
@@ -403,14 +399,11 @@ fn revision_of(store: &Store, id: &PlanId, rev: Option<u32>) -> Result<PlanRevis
         None => revisions::latest(store, id)
             .and_then(|r| r.ok_or_else(|| revisions::RevisionError::NoSuchPlan(id.to_string()))),
     };
-    result.map_err(|e| {
-        let message = e.to_string();
-        match e {
-            revisions::RevisionError::NoSuchPlan(_) => {
-                CommandError::error(super::suggest::with_plan_hint(&message, id.as_str(), store))
-            }
-            _ => CommandError::error(message),
+    result.map_err(|e| match e {
+        revisions::RevisionError::NoSuchPlan(_) => {
+            super::suggest::with_plan_hint(e.into(), id.as_str(), store)
         }
+        e => e.into(),
     })
 }
 
@@ -481,8 +474,8 @@ fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
         .config_get("orch.requireSignedApprovals")?
         .is_some_and(|v| v == "true");
     let mut rows = Vec::new();
-    for id in revisions::ids(&store).map_err(|e| CommandError::error(e.to_string()))? {
-        let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
+    for id in revisions::ids(&store)? {
+        let all = revisions::all(&store, &id)?;
         let Some(latest) = all.last() else { continue };
         let state = match approval::verify(&store, &id, require_signed) {
             Ok(approval::Verdict::Valid { .. }) => "approved",
@@ -528,13 +521,13 @@ fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
 fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.id)?;
-    let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
+    let all = revisions::all(&store, &id)?;
     let latest = all.last().map(|r| r.revision).ok_or_else(|| {
-        CommandError::error(super::suggest::with_plan_hint(
-            &format!("no plan {id}\nhint: `git orch plan list` shows the stored plans"),
+        super::suggest::with_plan_hint(
+            revisions::RevisionError::NoSuchPlan(id.to_string()).into(),
             id.as_str(),
             &store,
-        ))
+        )
     })?;
     let (from, to) = match (args.from, args.to) {
         (Some(a), Some(b)) => (a, b),
@@ -641,8 +634,7 @@ fn new_with_agent(
     let out_path = match &args.out {
         Some(p) => {
             let abs = super::start_dir(&cli.directory).join(p);
-            let in_work_tree =
-                lead::check_out(store, &abs).map_err(|e| CommandError::error(e.to_string()))?;
+            let in_work_tree = lead::check_out(store, &abs)?;
             if in_work_tree {
                 output::status(&format!(
                     "note: {} is inside the work tree and not ignored: `git orch run` refuses a work tree with untracked files, so remove it (or ignore it) once the plan is stored",

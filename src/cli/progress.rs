@@ -758,7 +758,12 @@ mod tests {
         let sink = Sink::default();
         let r = Renderer::with(Mode::Live, true, Some(60), Box::new(sink.clone()), "merge");
         r.task("a", Status::Landing, Some(1));
-        std::thread::sleep(FRAME * 2);
+        // The ticker draws the first frame; wait until it has.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !sink.text().contains("landing") {
+            assert!(Instant::now() < deadline, "no first frame drawn");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         r.handle(Progress::Landed("a/1".into()));
         r.note("stopping: nothing else");
         r.finish();

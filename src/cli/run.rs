@@ -64,25 +64,12 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("{s:?} is not a duration (e.g. 900, 15m, 2h)"))
 }
 
-/// Maps run errors to exit codes: an unapproved plan, or a run that is
-/// not this command's to drive, is "blocked" (3).
-pub fn run_error(e: RunError) -> CommandError {
-    match e {
-        RunError::NotApproved(m) => CommandError::with_code(exit::BLOCKED, m),
-        e @ (RunError::WorkersRun { .. } | RunError::StartedElsewhere { .. }) => {
-            CommandError::with_code(exit::BLOCKED, e.to_string())
-        }
-        e @ RunError::UnknownTask { .. } => CommandError::with_code(exit::USAGE, e.to_string()),
-        other => CommandError::error(other.to_string()),
-    }
-}
-
 /// The plan a run executes, for its summary.
 fn ctx_plan(
     store: &crate::store::Store,
     run: &crate::state::RunState,
 ) -> Result<crate::plan::Plan, CommandError> {
-    Ok(run::plan_of(store, run).map_err(run_error)?.plan)
+    Ok(run::plan_of(store, run)?.plan)
 }
 
 /// Prints progress lines on stderr, one per event (see
@@ -129,18 +116,13 @@ pub fn changes_state(p: &Progress) -> bool {
 
 pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let plan = PlanId::new(&args.plan).map_err(|e| CommandError::error(e.to_string()))?;
-    if crate::plan::revisions::latest(&store, &plan)
-        .map_err(|e| CommandError::error(e.to_string()))?
-        .is_none()
-    {
-        return Err(CommandError::error(super::suggest::with_plan_hint(
-            &format!(
-                "no plan {plan}\nhint: `git orch plan list` shows the stored plans; `git orch plan add <file>` stores one"
-            ),
+    let plan = PlanId::new(&args.plan)?;
+    if crate::plan::revisions::latest(&store, &plan)?.is_none() {
+        return Err(super::suggest::with_plan_hint(
+            crate::plan::revisions::RevisionError::NoSuchPlan(plan.to_string()).into(),
             plan.as_str(),
             &store,
-        )));
+        ));
     }
     if args.budget.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
         return Err(CommandError::with_code(
@@ -167,18 +149,11 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         new: args.new,
     };
     let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
-        RunError::UnknownTask { plan, task } => {
-            let message = RunError::UnknownTask {
-                plan: plan.clone(),
-                task: task.clone(),
-            }
-            .to_string();
-            CommandError::with_code(
-                exit::USAGE,
-                super::suggest::with_task_hint(&message, task.as_str(), &store, &[plan]),
-            )
+        RunError::UnknownTask { ref plan, ref task } => {
+            let (given, plans) = (task.to_string(), [plan.clone()]);
+            super::suggest::with_task_hint(e.into(), &given, &store, &plans)
         }
-        e => run_error(e),
+        e => e.into(),
     })?;
     let mut ctx = match prepared {
         Prepared::DryRun(d) => {
@@ -261,8 +236,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))?
             .expect("the run was just prepared");
         seed_rows(&renderer, &state, ctx.plan());
-        let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)
-            .map_err(|e| CommandError::error(e.to_string()))?;
+        let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)?;
         let queue = std::sync::Arc::new(queue);
         let lander: run::progress::Lander = std::sync::Arc::new(move |mut cancel| {
             let q = queue.clone();
@@ -326,7 +300,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     // The last frame shows every task as the log has it, reasons kept.
     reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
     renderer.finish();
-    let outcome = outcome.map_err(run_error)?;
+    let outcome = outcome?;
     if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
         // No last frame in plain output: what is not done, and why, once
         // more at the end.

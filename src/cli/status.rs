@@ -64,7 +64,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     pub fn of(store: &crate::store::Store, run: RunState) -> Result<Self, CommandError> {
-        let rev = run::plan_of(store, &run).map_err(|e| CommandError::error(e.to_string()))?;
+        let rev = run::plan_of(store, &run)?;
         let rows = view::task_rows(&run, &rev.plan, now_ms());
         Ok(Self { run, rows })
     }
@@ -280,13 +280,8 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut index = crate::state::StateIndex::open(&store)?;
     let pick = |index: &mut crate::state::StateIndex| {
-        let r = run::pick_run(index, args.run.as_deref()).map_err(|e| {
-            CommandError::error(super::suggest::with_run_hint(
-                &e.to_string(),
-                args.run.as_deref(),
-                index,
-            ))
-        })?;
+        let r = run::pick_run(index, args.run.as_deref())
+            .map_err(|e| super::suggest::with_run_hint(e.into(), args.run.as_deref(), index))?;
         Snapshot::of(&store, r)
     };
     if !args.watch {
@@ -359,8 +354,7 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
             return Ok(exit::INTERRUPTED);
         }
         index.refresh(&store)?;
-        let r = run::pick_run(&mut index, fixed.as_deref())
-            .map_err(|e| CommandError::error(e.to_string()))?;
+        let r = run::pick_run(&mut index, fixed.as_deref())?;
         snap = Snapshot::of(&store, r)?;
     }
 }

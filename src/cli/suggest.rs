@@ -1,6 +1,7 @@
 //! "Did you mean": the nearest known plan, run or task id to a mistyped
 //! one, as a hint line on the error that named it.
 
+use super::CommandError;
 use crate::state::StateIndex;
 use crate::store::Store;
 
@@ -25,26 +26,18 @@ pub fn nearest<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Opt
         .map(|(_, k)| k)
 }
 
-/// `message` with a `hint: did you mean …?` line right after its first
-/// line, when one of `known` is near `given`.
+/// `error` with a `did you mean …?` hint first among its hints, when one
+/// of `known` is near `given`.
 pub fn with_hint<'a>(
-    message: &str,
+    mut error: CommandError,
     given: &str,
     what: &str,
     known: impl IntoIterator<Item = &'a str>,
-) -> String {
-    match nearest(given, known) {
-        Some(k) => {
-            let (first, rest) = message.split_once('\n').unwrap_or((message, ""));
-            let hint = format!("hint: did you mean {what} `{k}`?");
-            if rest.is_empty() {
-                format!("{first}\n{hint}")
-            } else {
-                format!("{first}\n{hint}\n{rest}")
-            }
-        }
-        None => message.to_owned(),
+) -> CommandError {
+    if let Some(k) = nearest(given, known) {
+        error.hints.insert(0, format!("did you mean {what} `{k}`?"));
     }
+    error
 }
 
 /// The stored plan ids.
@@ -54,32 +47,36 @@ pub fn plan_ids(store: &Store) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `message` with a plan id hint.
-pub fn with_plan_hint(message: &str, given: &str, store: &Store) -> String {
+/// `error` with a plan id hint.
+pub fn with_plan_hint(error: CommandError, given: &str, store: &Store) -> CommandError {
     let ids = plan_ids(store);
-    with_hint(message, given, "plan", ids.iter().map(String::as_str))
+    with_hint(error, given, "plan", ids.iter().map(String::as_str))
 }
 
-/// `message` with a run id hint (`given` may be `None`: nothing to hint).
-pub fn with_run_hint(message: &str, given: Option<&str>, index: &mut StateIndex) -> String {
+/// `error` with a run id hint (`given` may be `None`: nothing to hint).
+pub fn with_run_hint(
+    error: CommandError,
+    given: Option<&str>,
+    index: &mut StateIndex,
+) -> CommandError {
     let Some(given) = given else {
-        return message.to_owned();
+        return error;
     };
     let ids: Vec<String> = index
         .all_briefs()
         .map(|b| b.into_iter().map(|b| b.id.to_string()).collect())
         .unwrap_or_default();
-    with_hint(message, given, "run", ids.iter().map(String::as_str))
+    with_hint(error, given, "run", ids.iter().map(String::as_str))
 }
 
-/// `message` with a task id hint from the tasks of `plans` (every stored
+/// `error` with a task id hint from the tasks of `plans` (every stored
 /// plan when empty).
 pub fn with_task_hint(
-    message: &str,
+    error: CommandError,
     given: &str,
     store: &Store,
     plans: &[crate::ids::PlanId],
-) -> String {
+) -> CommandError {
     let all;
     let plans = if plans.is_empty() {
         all = crate::plan::revisions::ids(store).unwrap_or_default();
@@ -93,7 +90,7 @@ pub fn with_task_hint(
             tasks.extend(rev.plan.subtasks.iter().map(|s| s.id.to_string()));
         }
     }
-    with_hint(message, given, "task", tasks.iter().map(String::as_str))
+    with_hint(error, given, "task", tasks.iter().map(String::as_str))
 }
 
 #[cfg(test)]
@@ -112,16 +109,18 @@ mod tests {
     }
 
     #[test]
-    fn the_hint_follows_the_first_line() {
-        let m = with_hint(
-            "no plan x-y\nhint: `git orch plan list`",
+    fn the_suggestion_comes_first_among_the_hints() {
+        let e = with_hint(
+            CommandError::error("no plan x-y").hint("`git orch plan list`"),
             "x-y",
             "plan",
             ["x-z"],
         );
         assert_eq!(
-            m,
+            e.render(),
             "no plan x-y\nhint: did you mean plan `x-z`?\nhint: `git orch plan list`"
         );
+        let far = with_hint(CommandError::error("no plan q"), "q", "plan", ["x-z"]);
+        assert_eq!(far.render(), "no plan q");
     }
 }

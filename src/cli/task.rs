@@ -26,32 +26,27 @@ pub struct TaskArgs {
 
 pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let task = TaskId::new(&args.task).map_err(|e| CommandError::error(e.to_string()))?;
+    let task = TaskId::new(&args.task)?;
     let mut index = crate::state::StateIndex::open(&store)?;
     let r = match &args.run {
-        Some(id) => run::pick_run(&mut index, Some(id)).map_err(|e| {
-            CommandError::error(super::suggest::with_run_hint(
-                &e.to_string(),
-                Some(id),
-                &mut index,
-            ))
-        })?,
+        Some(id) => run::pick_run(&mut index, Some(id))
+            .map_err(|e| super::suggest::with_run_hint(e.into(), Some(id), &mut index))?,
         None => {
             let reopen = action == Control::Retry;
-            let mut holding = run::control::runs_holding(&store, &mut index, &task, reopen)
-                .map_err(|e| CommandError::error(e.to_string()))?;
+            let mut holding = run::control::runs_holding(&store, &mut index, &task, reopen)?;
             match holding.len() {
                 0 => {
-                    let message = format!(
-                        "no {}run has a task {task}\nhint: `git orch status` lists the newest run's tasks; name the run with --run <run>",
+                    let error = CommandError::error(format!(
+                        "no {}run has a task {task}",
                         if reopen { "" } else { "unfinished " }
-                    );
-                    return Err(CommandError::error(super::suggest::with_task_hint(
-                        &message,
+                    ))
+                    .hint("`git orch status` lists the newest run's tasks; name the run with --run <run>");
+                    return Err(super::suggest::with_task_hint(
+                        error,
                         task.as_str(),
                         &store,
                         &[],
-                    )));
+                    ));
                 }
                 1 => holding.remove(0),
                 _ => {
@@ -75,12 +70,12 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
         .config_get("user.name")?
         .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
     run::control::control(&store, &r, &task, action, &by).map_err(|e| {
-        CommandError::error(super::suggest::with_task_hint(
-            &e.to_string(),
+        super::suggest::with_task_hint(
+            e.into(),
             task.as_str(),
             &store,
             std::slice::from_ref(&r.plan_id),
-        ))
+        )
     })?;
     output::status(&format!(
         "Recorded {} of {task} in run {}.{}",

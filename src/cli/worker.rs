@@ -211,7 +211,7 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
             output::status(&line);
         }
     }
-    let mut worker = Worker::new(store, opts).map_err(|e| CommandError::error(e.to_string()))?;
+    let mut worker = Worker::new(store, opts)?;
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
     output::status(&format!(
@@ -234,7 +234,7 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
     // The last frame as the log has it: what other workers landed too.
     model.reseed_all(&renderer);
     renderer.finish();
-    match outcome.map_err(|e| CommandError::error(e.to_string()))? {
+    match outcome? {
         WorkerOutcome::Done => Ok(exit::OK),
         WorkerOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,

@@ -163,7 +163,7 @@ pub async fn land(
     let target_ref = format!("refs/heads/{}", req.target);
     let tip = store
         .ref_target(&branch_ref)?
-        .ok_or_else(|| MergeError::Config(format!("no branch {}", req.branch)))?;
+        .ok_or_else(|| MergeError::NoBranch(req.branch.clone()))?;
     let tree = store.commit_info(tip)?.tree;
     let approval = match approval_for(&store, &state, &req.branch, tip, tree)? {
         Ok(a) => a,
@@ -208,9 +208,11 @@ pub async fn land(
     };
     let mut gate_runs = 0;
     for _round in 0..MAX_ROUNDS {
-        let old = store.ref_target(&target_ref)?.ok_or_else(|| {
-            MergeError::Config(format!("the target branch {} does not exist", req.target))
-        })?;
+        let old = store
+            .ref_target(&target_ref)?
+            .ok_or_else(|| MergeError::NoTarget {
+                target: req.target.clone(),
+            })?;
         if old == tip || store.is_ancestor(tip, old)? {
             return Ok(Outcome::Refused(format!(
                 "{} already contains branch {} at {}: nothing to land",
@@ -220,13 +222,13 @@ pub async fn land(
             )));
         }
         let settings = Settings::from_values(&store.project_config(Some(old))?)
-            .map_err(|e| MergeError::Config(e.to_string()))?;
+            .map_err(MergeError::Settings)?;
         let strategy = match req.strategy {
             Some(s) => s,
             None => match settings.merge_strategy.as_deref() {
                 None => Strategy::Rebase,
                 Some(s) => Strategy::parse(s).ok_or_else(|| {
-                    MergeError::Config(format!(
+                    MergeError::Refused(format!(
                         "orch.mergeStrategy {s:?} is not rebase, merge or squash"
                     ))
                 })?,
@@ -236,7 +238,7 @@ pub async fn land(
             .git()
             .run(["merge-base", &old.to_string(), &tip.to_string()])
             .map_err(|_| {
-                MergeError::Config(format!(
+                MergeError::Refused(format!(
                     "branch {} shares no history with {}",
                     req.branch, req.target
                 ))
@@ -347,10 +349,10 @@ pub async fn land(
             None => continue,
         }
     }
-    Err(MergeError::Config(format!(
-        "{} kept moving while landing ({MAX_ROUNDS} tries); try again",
-        req.target
-    )))
+    Err(MergeError::TargetMoving {
+        target: req.target.clone(),
+        tries: MAX_ROUNDS as usize,
+    })
 }
 
 /// Gates the candidate `new` in a scratch worktree; returns the verdicts
@@ -387,8 +389,7 @@ async fn gate(
     let log_dir = orch.join("logs").join(landing);
     let tree = store.commit_info(new)?.tree.to_string();
     let cache = state.read(store, |index| index.verdicts_for(&tree))?;
-    crate::run::workspace::prepare_scratch(store, &scratch, new)
-        .map_err(|e| MergeError::Config(format!("preparing the scratch worktree: {e}")))?;
+    crate::run::workspace::prepare_scratch(store, &scratch, new).map_err(MergeError::Scratch)?;
     let env = vec![
         ("ORCH_CANDIDATE".to_owned(), new.to_string()),
         ("ORCH_LANDING".to_owned(), landing.to_owned()),

@@ -25,13 +25,44 @@ pub mod verify;
 pub use candidate::Strategy;
 pub use queue::Queue;
 
-/// What can stop the merge queue.
+/// What can stop the merge queue or a hand landing. Each variant is one
+/// situation; the command line gives each its exit code and hints.
 #[derive(Debug, thiserror::Error)]
 pub enum MergeError {
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-    #[error("{0}")]
+    #[error(transparent)]
     Run(#[from] crate::run::RunError),
+    /// `.orch/config` at the commit the landing reads it from.
     #[error("{0}")]
-    Config(String),
+    Settings(#[source] crate::config::ConfigError),
+    #[error("no run {0}")]
+    NoRun(crate::ids::RunId),
+    #[error("no branch {0}")]
+    NoBranch(String),
+    #[error("the target branch {target} does not exist")]
+    NoTarget { target: String },
+    /// Other landings kept moving the target faster than this one could
+    /// build and gate on top of it.
+    #[error("{target} kept moving while landing ({tries} tries)")]
+    TargetMoving { target: String, tries: usize },
+    #[error("{reference} moved here while landing")]
+    MovedHere { reference: String },
+    #[error("preparing the scratch worktree: {0}")]
+    Scratch(#[source] crate::store::StoreError),
+    #[error("{remote} refused the landing: {why}")]
+    PushRefused { remote: String, why: String },
+    #[error(
+        "{target} here has commits that {remote}/{target} does not have; landing would publish them unreviewed"
+    )]
+    Unpublished { target: String, remote: String },
+    /// The checkout of the target cannot follow (files the user changed),
+    /// or following it left files to finish by hand; the text says which
+    /// and how.
+    #[error("{0}")]
+    Checkout(String),
+    /// A hand landing that cannot go ahead (no shared history, a strategy
+    /// that is not one); the text says why.
+    #[error("{0}")]
+    Refused(String),
 }

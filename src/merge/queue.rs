@@ -97,13 +97,13 @@ impl Queue {
         let revision = crate::run::plan_of(store, run)?;
         let base = store.parse_oid(&run.base)?;
         let settings = Settings::from_values(&store.project_config(Some(base))?)
-            .map_err(|e| MergeError::Config(e.to_string()))?;
+            .map_err(MergeError::Settings)?;
         let strategy = match strategy {
             Some(s) => s,
             None => match settings.merge_strategy.as_deref() {
                 None => Strategy::Squash,
                 Some(s) => Strategy::parse(s).ok_or_else(|| {
-                    MergeError::Config(format!(
+                    MergeError::Refused(format!(
                         "orch.mergeStrategy {s:?} is not rebase, merge or squash"
                     ))
                 })?,
@@ -241,7 +241,7 @@ impl Queue {
             this.state.read(store, |index| {
                 let run = index
                     .run(&this.run)?
-                    .ok_or_else(|| MergeError::Config(format!("no run {}", this.run)))?;
+                    .ok_or_else(|| MergeError::NoRun(this.run.clone()))?;
                 let mut waiting = this.waiting(run);
                 waiting.truncate(this.batch);
                 Ok(waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>())
@@ -325,10 +325,10 @@ impl Queue {
                 Applied::Conflict => continue,
             }
         }
-        Err(MergeError::Config(format!(
-            "{} kept moving while landing ({MAX_ROUNDS} tries); try again",
-            self.target
-        )))
+        Err(MergeError::TargetMoving {
+            target: self.target.clone(),
+            tries: MAX_ROUNDS as usize,
+        })
     }
 
     /// With a remote: brings the local target to the remote's tip
@@ -372,12 +372,12 @@ impl Queue {
         let this = self.clone();
         let entries = entries.to_vec();
         blocking(&self.common_dir, move |store| {
-            let tip = store.ref_target(&this.target_ref())?.ok_or_else(|| {
-                MergeError::Config(format!(
-                    "the target branch {} does not exist\nhint: create it again where it was (`git branch {} <commit>`), then rerun",
-                    this.target, this.target
-                ))
-            })?;
+            let tip =
+                store
+                    .ref_target(&this.target_ref())?
+                    .ok_or_else(|| MergeError::NoTarget {
+                        target: this.target.clone(),
+                    })?;
             let committer = if this.settings.land.orch_committer {
                 (crate::store::ORCH_NAME, crate::store::ORCH_EMAIL)
             } else {
@@ -471,9 +471,8 @@ impl Queue {
             blocking(&self.common_dir, move |store| {
                 let tree = store.commit_info(candidate)?.tree;
                 let cache = state.read(store, |index| index.verdicts_for(&tree.to_string()))?;
-                crate::run::workspace::prepare_scratch(store, &s, candidate).map_err(|e| {
-                    MergeError::Config(format!("preparing the scratch worktree: {e}"))
-                })?;
+                crate::run::workspace::prepare_scratch(store, &s, candidate)
+                    .map_err(MergeError::Scratch)?;
                 Ok((tree, cache))
             })
             .await?
@@ -668,9 +667,9 @@ impl Queue {
                 let published = store.transact_published(
                     |store| {
                         if store.ref_target(&target_ref)? != Some(old) {
-                            return Err(MergeError::Config(format!(
-                                "{target_ref} moved here while landing; try again"
-                            )));
+                            return Err(MergeError::MovedHere {
+                                reference: target_ref.clone(),
+                            });
                         }
                         Ok((
                             Operation {
@@ -694,9 +693,10 @@ impl Queue {
                             crate::store::remote::Pushed::Accepted => Ok(true),
                             pushed if pushed.lost_race() => Ok(false),
                             crate::store::remote::Pushed::Rejected(why) => {
-                                Err(MergeError::Config(format!(
-                                    "{remote} refused the landing: {why}\nhint: `git orch verify` on the candidate and the remote's hook output say why"
-                                )))
+                                Err(MergeError::PushRefused {
+                                    remote: remote.clone(),
+                                    why,
+                                })
                             }
                         }
                     },
@@ -935,14 +935,14 @@ fn advance_target(
     why: &str,
 ) -> Result<(), MergeError> {
     if let Some(refusal) = checkout::blocking_paths(store, target_ref, old, new)? {
-        return Err(MergeError::Config(format!(
+        return Err(MergeError::Checkout(format!(
             "{refusal}\n(the target cannot follow the remote until then)"
         )));
     }
     let moves = checkout::begin(store, target_ref, old, new)?;
     if store.apply(&[RefUpdate::set(target_ref, new, Expected::At(old), why)])? == Applied::Done {
         if let Some(problem) = checkout::finish(store, &moves).into_iter().next() {
-            return Err(MergeError::Config(problem));
+            return Err(MergeError::Checkout(problem));
         }
     } else {
         checkout::cancel(store, &moves);
@@ -966,9 +966,10 @@ pub fn follow_target(store: &Store, remote: &str, target: &str) -> Result<(), Me
             theirs,
             &format!("orch: follow {remote}"),
         ),
-        Some(_) => Err(MergeError::Config(format!(
-            "{target} here has commits that {remote}/{target} does not have; landing would publish them unreviewed\nhint: push them through your usual review first, or work from a clone whose {target} matches {remote}"
-        ))),
+        Some(_) => Err(MergeError::Unpublished {
+            target: target.to_owned(),
+            remote: remote.to_owned(),
+        }),
         None => {
             store.apply(&[RefUpdate::set(
                 &target_ref,

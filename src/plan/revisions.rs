@@ -33,21 +33,15 @@ pub struct PlanRevision {
 /// Why a stored plan could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum RevisionError {
-    #[error(
-        "no plan {0}\nhint: `git orch plan list` shows the stored plans; `git orch plan add <file>` stores one"
-    )]
+    #[error("no plan {0}")]
     NoSuchPlan(String),
-    #[error(
-        "plan {plan} has no revision {revision} (latest is {latest})\nhint: `git orch plan list` shows each plan's revisions"
-    )]
+    #[error("plan {plan} has no revision {revision} (latest is {latest})")]
     NoSuchRevision {
         plan: String,
         revision: u32,
         latest: u32,
     },
-    #[error(
-        "{reference} at {commit} is not a plan revision git-orch wrote: {why}\nhint: restore the ref from a clone with `git orch sync`, or add the plan again"
-    )]
+    #[error("{reference} at {commit} is not a plan revision git-orch wrote: {why}")]
     Corrupt {
         reference: String,
         commit: Oid,

@@ -717,7 +717,7 @@ async fn judge(
         .expect("the semaphore is never closed");
     let (commit, tree, steps) = blocking(&ctx, move |store| {
         let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
-            .map_err(|e| RunError::Config(format!("committing the result: {e}")))?;
+            .map_err(RunError::Commit)?;
         let commit_id = store.parse_oid(&commit)?;
         let tree_id = store.parse_oid(&tree)?;
         let changed = store

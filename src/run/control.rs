@@ -55,10 +55,10 @@ pub fn control(
     by: &str,
 ) -> Result<(), RunError> {
     if !run.tasks.contains_key(task) && !run_has_task(store, run, task)? {
-        return Err(RunError::Config(format!(
-            "run {} has no task {task}\nhint: `git orch status {}` lists its tasks",
-            run.id, run.id
-        )));
+        return Err(RunError::NoTaskInRun {
+            run: run.id.clone(),
+            task: task.clone(),
+        });
     }
     store.append(vec![Event::TaskControl {
         run_id: run.id.clone(),
@@ -285,28 +285,26 @@ pub async fn gate_attempt(
     let sub = rev
         .plan
         .subtask(task.as_str())
-        .ok_or_else(|| {
-            RunError::Config(format!(
-                "run {} has no task {task}\nhint: `git orch status {}` lists its tasks",
-                run.id, run.id
-            ))
+        .ok_or_else(|| RunError::NoTaskInRun {
+            run: run.id.clone(),
+            task: task.clone(),
         })?
         .clone();
     let attempt = run
         .tasks
         .get(task)
         .and_then(|t| t.attempts.iter().find(|a| a.n == n))
-        .ok_or_else(|| {
-            RunError::Config(format!(
-                "{}/{task} has no attempt {n}\nhint: `git orch status {}` shows each task's attempts",
-                run.id, run.id
-            ))
+        .ok_or_else(|| RunError::NoAttempt {
+            run: run.id.clone(),
+            task: task.clone(),
+            n,
         })?;
     let Some(result) = &attempt.result else {
-        return Err(RunError::Config(format!(
-            "{}/{task} attempt {n} has no result commit yet",
-            run.id
-        )));
+        return Err(RunError::NoResult {
+            run: run.id.clone(),
+            task: task.clone(),
+            n,
+        });
     };
     let mut worktree = PathBuf::from(&attempt.worktree);
     if !worktree.exists() {
@@ -324,7 +322,7 @@ pub async fn gate_attempt(
     let run_base = store.parse_oid(&run.base)?;
     let base = store.parse_oid(&attempt.base)?;
     let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
-        .map_err(|e| RunError::Config(e.to_string()))?;
+        .map_err(RunError::Settings)?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
     let subject = crate::gate::Subject {
         steps: store.commit_steps(base, store.parse_oid(&result.commit)?)?,

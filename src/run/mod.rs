@@ -49,13 +49,16 @@ pub struct RunOptions {
     pub new: bool,
 }
 
-/// Why a run cannot start or go on.
+/// Why a run cannot start or go on. Each variant is one situation the
+/// user can tell apart; the command line gives each its exit code and its
+/// hints (`cli::run`), so the texts here say what is wrong, not what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// The plan's approval is missing, voided or does not bind this run.
     #[error("{0}")]
     NotApproved(String),
     #[error(
-        "the working tree {path} has uncommitted changes a run would not see: {}\nhint: a run starts from the tip of {target}; commit them first, or pass --base <commit> to base the run on a commit explicitly (git-orch never stashes or resets your files)",
+        "the working tree {path} has uncommitted changes a run would not see: {}",
         paths.join(", ")
     )]
     Dirty {
@@ -64,49 +67,76 @@ pub enum RunError {
         /// The changed tracked files, and untracked files a subtask owns.
         paths: Vec<String>,
     },
-    #[error("the target branch {0} does not exist\nhint: create it, or pass --target <branch>")]
+    #[error("the target branch {0} does not exist")]
     NoTarget(String),
-    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
+    #[error("{name:?} cannot be a target branch: {why}")]
+    BadTarget { name: String, why: String },
+    #[error("--base {0:?} does not name a commit")]
     BadBase(String),
-    #[error(
-        "run {run} is being driven by another process ({holder})\nhint: wait for it to finish, watch it with `git orch status {run} --watch`, or stop that process"
-    )]
+    #[error("run {run} is being driven by another process ({holder})")]
     Busy { run: RunId, holder: String },
     #[error(
-        "the worktree root {root} is inside the working tree {workdir}; nested worktrees confuse build tools\nhint: set orch.worktreeRoot to a folder outside the repository"
+        "the worktree root {root} is inside the working tree {workdir}; nested worktrees confuse build tools"
     )]
     NestedRoot { root: PathBuf, workdir: PathBuf },
     #[error(
-        "run {run} is worked by workers (it was started with --start-only), not driven by `git orch run`\nhint: watch it with `git orch status {run} --watch`, or work it here with `git orch worker`"
+        "run {run} is worked by workers (it was started with --start-only), not driven by `git orch run`"
     )]
     WorkersRun { run: RunId },
     #[error(
-        "run {run} of this plan was started by another clone (writer {writer}) and is not finished\nhint: watch it with `git orch status {run} --watch` after `git orch sync`, or help with `git orch worker`"
+        "run {run} of this plan was started by another clone (writer {writer}) and is not finished"
     )]
     StartedElsewhere { run: RunId, writer: String },
-    #[error("plan {plan} has no task {task}\nhint: `git orch plan show {plan}` lists its tasks")]
+    /// Another clone's start of the plan won the race on the remote, and
+    /// its run is not here yet.
+    #[error("another clone started plan {plan} at the same moment")]
+    StartRace { plan: PlanId },
+    #[error("{remote} refused the start of run {run}: {why}")]
+    StartRefused {
+        remote: String,
+        run: RunId,
+        why: String,
+    },
+    #[error("plan {plan} has no task {task}")]
     UnknownTask { plan: PlanId, task: TaskId },
+    #[error("run {run} has no task {task}")]
+    NoTaskInRun { run: RunId, task: TaskId },
+    #[error("{run}/{task} has no attempt {n}")]
+    NoAttempt { run: RunId, task: TaskId, n: u32 },
+    #[error("{run}/{task} attempt {n} has no result commit yet")]
+    NoResult { run: RunId, task: TaskId, n: u32 },
+    /// An attempt's branch is there before its attempt was recorded: left
+    /// by hand, or by a run whose records were lost.
+    #[error("the branch {0} already exists; remove it or clean the run up first")]
+    BranchExists(String),
+    #[error("no run {0}")]
+    NoRun(RunId),
+    #[error(transparent)]
+    BadRunId(#[from] crate::ids::IdError),
+    #[error("no runs yet")]
+    NoRuns,
+    #[error("the plan revision of run {run} ({hash}) is not stored here")]
+    PlanNotHere { run: RunId, hash: String },
+    /// `.orch/config` at the run's base commit cannot be used.
     #[error("{0}")]
-    Config(String),
+    Settings(#[source] crate::config::ConfigError),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error("committing the result: {0}")]
+    Commit(#[source] crate::process::ProcessError),
+    #[error(transparent)]
+    Revision(#[from] revisions::RevisionError),
+    #[error(transparent)]
+    Approval(#[from] approval::ApprovalError),
+    #[error(transparent)]
+    Review(#[from] approval::ReviewError),
     /// git-orch itself failed (a bug, or the machine): not the user's input.
     #[error("internal error: {0}")]
     Internal(String),
     #[error("the merge queue failed: {0}")]
     Merge(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Store(#[from] StoreError),
-}
-
-impl From<revisions::RevisionError> for RunError {
-    fn from(e: revisions::RevisionError) -> Self {
-        RunError::Config(e.to_string())
-    }
-}
-
-impl From<approval::ApprovalError> for RunError {
-    fn from(e: approval::ApprovalError) -> Self {
-        RunError::Config(e.to_string())
-    }
 }
 
 /// Everything a driver needs to know about its run.
@@ -313,7 +343,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     };
     // A sandbox that is asked for but cannot work stops the run before
     // anything is written.
-    crate::sandbox::resolve(&settings.sandbox).map_err(|e| RunError::Config(e.to_string()))?;
+    crate::sandbox::resolve(&settings.sandbox)?;
     let worktree_root = worktree_root(store, &settings);
     if let Some(w) = store.workdir() {
         let w = w.canonicalize().unwrap_or_else(|_| w.to_owned());
@@ -522,7 +552,10 @@ fn choose_target(
             },
         },
     };
-    crate::plan::format::check_branch_name(&target).map_err(RunError::Config)?;
+    crate::plan::format::check_branch_name(&target).map_err(|why| RunError::BadTarget {
+        name: target.clone(),
+        why,
+    })?;
     Ok(target)
 }
 
@@ -688,9 +721,11 @@ fn start_shared(
             match store.push_atomic(remote, &pushes)? {
                 crate::store::remote::Pushed::Accepted => Ok(true),
                 pushed if pushed.lost_race() => Ok(false),
-                crate::store::remote::Pushed::Rejected(why) => Err(RunError::Config(format!(
-                    "{remote} refused the start of run {run}: {why}"
-                ))),
+                crate::store::remote::Pushed::Rejected(why) => Err(RunError::StartRefused {
+                    remote: remote.to_owned(),
+                    run: run.clone(),
+                    why,
+                }),
             }
         },
     )?;
@@ -708,9 +743,7 @@ fn start_shared(
                     .map(|d| d.writer.to_string())
                     .unwrap_or_default(),
             },
-            None => RunError::Config(format!(
-                "another clone started plan {plan} at the same moment\nhint: `git orch sync`, then `git orch status` shows its run"
-            )),
+            None => RunError::StartRace { plan: plan.clone() },
         });
     }
     Ok(())
@@ -718,8 +751,7 @@ fn start_shared(
 
 /// The project settings (`.orch/config`) at a run's base commit.
 fn settings_at(store: &Store, base: Oid) -> Result<Settings, RunError> {
-    Settings::from_values(&store.project_config(Some(base))?)
-        .map_err(|e| RunError::Config(format!("{e}\nhint: fix .orch/config at the base commit")))
+    Settings::from_values(&store.project_config(Some(base))?).map_err(RunError::Settings)
 }
 
 /// Where attempt worktrees go: `orch.worktreeRoot` (relative to the
@@ -749,8 +781,7 @@ fn build_context(
     base: Oid,
     budget: Option<f64>,
 ) -> Result<RunContext, RunError> {
-    let review = approval::review(store, &revision.plan, Some(&base.to_string()))
-        .map_err(|e| RunError::Config(e.to_string()))?;
+    let review = approval::review(store, &revision.plan, Some(&base.to_string()))?;
     let serial = review
         .analysis
         .serial
@@ -893,11 +924,9 @@ pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> 
     revisions::all(store, &run.plan_id)?
         .into_iter()
         .find(|r| r.hash == run.plan_hash)
-        .ok_or_else(|| {
-            RunError::Config(format!(
-                "the plan revision of run {} ({}) is not stored here\nhint: `git orch sync` fetches it from the clone that started the run",
-                run.id, run.plan_hash
-            ))
+        .ok_or_else(|| RunError::PlanNotHere {
+            run: run.id.clone(),
+            hash: run.plan_hash.clone(),
         })
 }
 
@@ -905,16 +934,13 @@ pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> 
 /// the newest run.
 pub fn pick_run(index: &mut StateIndex, given: Option<&str>) -> Result<RunState, RunError> {
     if let Some(g) = given {
-        let id = RunId::new(g).map_err(|e| RunError::Config(e.to_string()))?;
-        return index.run(&id)?.cloned().ok_or_else(|| {
-            RunError::Config(format!(
-                "no run {id}\nhint: `git orch status` without an argument shows the newest run"
-            ))
-        });
+        let id = RunId::new(g)?;
+        return index.run(&id)?.cloned().ok_or(RunError::NoRun(id));
     }
-    let newest = index.newest_run().map(|b| b.id.clone()).ok_or_else(|| {
-        RunError::Config("no runs yet\nhint: `git orch run <plan>` starts one".into())
-    })?;
+    let newest = index
+        .newest_run()
+        .map(|b| b.id.clone())
+        .ok_or(RunError::NoRuns)?;
     Ok(index
         .run(&newest)?
         .cloned()

@@ -122,10 +122,7 @@ pub fn create_at(
 ) -> Result<(), RunError> {
     store.transact(|store| {
         if store.ref_target(&p.branch_ref)?.is_some() {
-            return Err(RunError::Config(format!(
-                "the branch {} already exists; remove it or clean the run up first",
-                p.branch_ref
-            )));
+            return Err(RunError::BranchExists(p.branch_ref.clone()));
         }
         Ok((
             Operation {

@@ -117,10 +117,15 @@ impl Store {
             },
             None => ConfigValues::default(),
         };
-        let out = self.git().output(["config", "--get-regexp", r"^orch\."])?;
+        // `-z`: each entry is `key\nvalue\0`, so a value holding a newline
+        // (a multi-line prompt template) stays one value.
+        let out = self
+            .git()
+            .output(["config", "-z", "--get-regexp", r"^orch\."])?;
         let mut replaced = std::collections::HashSet::new();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            let (key, value) = line.split_once(' ').unwrap_or((line, ""));
+        let text = String::from_utf8_lossy(&out.stdout);
+        for entry in text.split('\0').filter(|e| !e.is_empty()) {
+            let (key, value) = entry.split_once('\n').unwrap_or((entry, ""));
             let key = key
                 .strip_prefix("orch.")
                 .unwrap_or(key)
@@ -142,11 +147,15 @@ impl Store {
 
     /// All values of `key` in the repository's local config.
     pub fn config_get_all(&self, key: &str) -> Result<Vec<String>> {
-        let out = self.git().output(["config", "--local", "--get-all", key])?;
-        Ok(String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect())
+        let out = self
+            .git()
+            .output(["config", "-z", "--local", "--get-all", key])?;
+        // Each value ends in NUL; an empty value is an empty string.
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(match text.strip_suffix('\0') {
+            Some(values) => values.split('\0').map(str::to_owned).collect(),
+            None => Vec::new(),
+        })
     }
 
     /// The last value of `key` as git resolves it (all config scopes).

@@ -409,3 +409,16 @@ pub fn needs(present: bool, what: &str, install: &str) -> bool {
 pub fn needs_program(program: &str, install: &str) -> bool {
     needs(have(program), &format!("`{program}`"), install)
 }
+
+/// Polls `ready` every 20 ms until it holds; panics naming `what` after
+/// `limit`. Tests wait on what they need to see, never a fixed delay.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + limit;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {limit:?} for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,384 @@
+//! A command's failure as the user sees it: the error, its causes, the
+//! exit code its type gives, and hints on what to do next.
+//!
+//! The domain's errors are typed and say what is wrong; what the user can
+//! do about it depends on how they got there (the command, its options),
+//! so hints are attached here, at the edge, as jj's `CommandError` does.
+//! Exit codes come from the error's type, never from its text. What each
+//! code means to a user is in `docs/cli.md` ("Exit codes"); each code has a
+//! test driving the real binary (`tests/exit_codes.rs`, `tests/runs.rs`).
+//!
+//! | error type | exit code |
+//! |---|---|
+//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace` | 3 blocked |
+//! | `RunError::UnknownTask`, `BadBase`, `BadTarget`; `ReviewError::BadBase`; clap's errors | 2 usage |
+//! | `RunError::Revision`, `Approval`, `Review`, `Store` | that inner error's code |
+//! | `MergeError::Run`, `Store`; `WorkerError::Run`, `Store` | that inner error's code |
+//! | every other `RunError`, `MergeError`, `RevisionError`, `ApprovalError`, `ReviewError`, `WorkerError`, `StoreError`, `ProcessError`, `IdError`, `LeadError`, `DemoError` | 1 error |
+//!
+//! Outcomes that are not errors carry their own codes from the command:
+//! 3 for blocking findings, failed gates, conflicts and refused landings,
+//! 64 budget spent, 65 circuit breaker, 130 interrupted (`exit`).
+
+use std::error::Error;
+
+use super::exit;
+use crate::approval::{ApprovalError, ReviewError};
+use crate::merge::MergeError;
+use crate::plan::revisions::RevisionError;
+use crate::run::RunError;
+use crate::store::StoreError;
+
+/// What a failed command prints (`error:` line, `caused by:` lines,
+/// `hint:` lines) and the exit code it returns.
+#[derive(Debug)]
+pub struct CommandError {
+    pub code: u8,
+    /// The headline.
+    pub message: String,
+    /// The chain of causes under the headline, outermost first, leaving
+    /// out any whose text the headline already holds.
+    pub causes: Vec<String>,
+    /// What the user can do next.
+    pub hints: Vec<String>,
+}
+
+impl CommandError {
+    /// A failure with exit code 1.
+    pub fn error(message: impl Into<String>) -> Self {
+        Self::with_code(exit::ERROR, message)
+    }
+
+    /// A failure with a specific exit code.
+    pub fn with_code(code: u8, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            causes: Vec::new(),
+            hints: Vec::new(),
+        }
+    }
+
+    /// A failure from a typed error: its text, and the chain of its
+    /// `source()`s as causes.
+    pub fn from_error(code: u8, error: &(dyn Error + 'static)) -> Self {
+        let message = error.to_string();
+        let mut causes: Vec<String> = Vec::new();
+        let mut next = error.source();
+        while let Some(cause) = next {
+            let text = cause.to_string();
+            let said = message.contains(&text) || causes.iter().any(|c| c.contains(&text));
+            if !said && !text.is_empty() {
+                causes.push(text);
+            }
+            next = cause.source();
+        }
+        Self {
+            code,
+            message,
+            causes,
+            hints: Vec::new(),
+        }
+    }
+
+    /// Adds a hint on what to do next.
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hints.push(hint.into());
+        self
+    }
+
+    /// The text `main` prints after `error: `.
+    pub fn render(&self) -> String {
+        let mut out = self.message.clone();
+        for c in &self.causes {
+            out.push_str("\ncaused by: ");
+            out.push_str(c);
+        }
+        for h in &self.hints {
+            out.push_str("\nhint: ");
+            out.push_str(h);
+        }
+        out
+    }
+}
+
+impl From<StoreError> for CommandError {
+    fn from(e: StoreError) -> Self {
+        CommandError::from_error(exit::ERROR, &e)
+    }
+}
+
+impl From<crate::process::ProcessError> for CommandError {
+    fn from(e: crate::process::ProcessError) -> Self {
+        CommandError::from_error(exit::ERROR, &e)
+    }
+}
+
+impl From<RevisionError> for CommandError {
+    fn from(e: RevisionError) -> Self {
+        let hint = match &e {
+            RevisionError::NoSuchPlan(_) => Some(
+                "`git orch plan list` shows the stored plans; `git orch plan add <file>` stores one"
+                    .to_owned(),
+            ),
+            RevisionError::NoSuchRevision { .. } => {
+                Some("`git orch plan list` shows each plan's revisions".to_owned())
+            }
+            RevisionError::Corrupt { .. } => Some(
+                "restore the ref from a clone with `git orch sync`, or add the plan again"
+                    .to_owned(),
+            ),
+            RevisionError::Store(_) => None,
+        };
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+    }
+}
+
+impl From<ApprovalError> for CommandError {
+    fn from(e: ApprovalError) -> Self {
+        match e {
+            ApprovalError::Revision(e) => e.into(),
+            ApprovalError::Store(e) => e.into(),
+            e @ ApprovalError::Corrupt { .. } => CommandError::from_error(exit::ERROR, &e).hint(
+                "restore the ref from a clone with `git orch sync`, or approve the plan again",
+            ),
+        }
+    }
+}
+
+impl From<ReviewError> for CommandError {
+    fn from(e: ReviewError) -> Self {
+        let hint = match &e {
+            ReviewError::BadBase(_) => Some("give a branch, tag or commit id"),
+            ReviewError::Config(_) => {
+                Some("fix .orch/config at the base commit, or the orch.* keys of this repository")
+            }
+            ReviewError::Store(_) => None,
+        };
+        let code = match &e {
+            ReviewError::BadBase(_) => exit::USAGE,
+            _ => exit::ERROR,
+        };
+        with_hint(CommandError::from_error(code, &e), hint.map(str::to_owned))
+    }
+}
+
+impl From<RunError> for CommandError {
+    fn from(e: RunError) -> Self {
+        use RunError as E;
+        let (code, hint) = match &e {
+            E::Revision(_) | E::Approval(_) | E::Review(_) | E::Store(_) => {
+                return match e {
+                    E::Revision(e) => e.into(),
+                    E::Approval(e) => e.into(),
+                    E::Review(e) => e.into(),
+                    E::Store(e) => e.into(),
+                    _ => unreachable!("matched above"),
+                };
+            }
+            E::NotApproved(_) => (exit::BLOCKED, None),
+            E::Dirty { target, .. } => (
+                exit::ERROR,
+                Some(format!(
+                    "a run starts from the tip of {target}; commit them first, or pass --base <commit> to base the run on a commit explicitly (git-orch never stashes or resets your files)"
+                )),
+            ),
+            E::NoTarget(_) => (
+                exit::ERROR,
+                Some("create it, or pass --target <branch>".to_owned()),
+            ),
+            E::BadTarget { .. } => (
+                exit::USAGE,
+                Some("pass --target <branch> with a valid branch name".to_owned()),
+            ),
+            E::BadBase(_) => (
+                exit::USAGE,
+                Some("give a branch, tag or commit id".to_owned()),
+            ),
+            E::Busy { run, .. } => (
+                exit::BLOCKED,
+                Some(format!(
+                    "wait for it to finish, watch it with `git orch status {run} --watch`, or stop that process"
+                )),
+            ),
+            E::NestedRoot { .. } => (
+                exit::ERROR,
+                Some("set orch.worktreeRoot to a folder outside the repository".to_owned()),
+            ),
+            E::WorkersRun { run } => (
+                exit::BLOCKED,
+                Some(format!(
+                    "watch it with `git orch status {run} --watch`, or work it here with `git orch worker`"
+                )),
+            ),
+            E::StartedElsewhere { run, .. } => (
+                exit::BLOCKED,
+                Some(format!(
+                    "watch it with `git orch status {run} --watch` after `git orch sync`, or help with `git orch worker`"
+                )),
+            ),
+            E::StartRace { .. } => (
+                exit::BLOCKED,
+                Some("`git orch sync`, then `git orch status` shows its run".to_owned()),
+            ),
+            E::StartRefused { .. } => (
+                exit::ERROR,
+                Some("the remote's hook output above says why; `git orch sync` and try again once it is fixed".to_owned()),
+            ),
+            E::UnknownTask { plan, .. } => (
+                exit::USAGE,
+                Some(format!("`git orch plan show {plan}` lists its tasks")),
+            ),
+            E::NoTaskInRun { run, .. } => (
+                exit::ERROR,
+                Some(format!("`git orch status {run}` lists its tasks")),
+            ),
+            E::NoAttempt { run, .. } => (
+                exit::ERROR,
+                Some(format!("`git orch status {run}` shows each task's attempts")),
+            ),
+            E::NoRun(_) => (
+                exit::ERROR,
+                Some("`git orch status` without an argument shows the newest run".to_owned()),
+            ),
+            E::NoRuns => (
+                exit::ERROR,
+                Some("`git orch run <plan>` starts one".to_owned()),
+            ),
+            E::PlanNotHere { .. } => (
+                exit::ERROR,
+                Some("`git orch sync` fetches it from the clone that started the run".to_owned()),
+            ),
+            E::Settings(_) => (
+                exit::ERROR,
+                Some("fix .orch/config at the base commit".to_owned()),
+            ),
+            E::BadRunId(_)
+            | E::NoResult { .. }
+            | E::BranchExists(_)
+            | E::Sandbox(_)
+            | E::Commit(_)
+            | E::Internal(_)
+            | E::Merge(_) => (exit::ERROR, None),
+        };
+        with_hint(CommandError::from_error(code, &e), hint)
+    }
+}
+
+impl From<MergeError> for CommandError {
+    fn from(e: MergeError) -> Self {
+        use MergeError as E;
+        let hint = match &e {
+            E::Run(_) | E::Store(_) => {
+                return match e {
+                    E::Run(e) => e.into(),
+                    E::Store(e) => e.into(),
+                    _ => unreachable!("matched above"),
+                };
+            }
+            E::NoTarget { target } => Some(format!(
+                "create it again where it was (`git branch {target} <commit>`), then rerun"
+            )),
+            E::PushRefused { .. } => Some(
+                "`git orch verify` on the candidate and the remote's hook output say why"
+                    .to_owned(),
+            ),
+            E::Unpublished { target, remote } => Some(format!(
+                "push them through your usual review first, or work from a clone whose {target} matches {remote}"
+            )),
+            E::TargetMoving { .. } | E::MovedHere { .. } => {
+                Some("try again: another process landed at the same time".to_owned())
+            }
+            E::Settings(_) => Some("fix .orch/config at the run's base commit".to_owned()),
+            E::NoRun(_) => {
+                Some("`git orch status` without an argument shows the newest run".to_owned())
+            }
+            E::Checkout(_) | E::Scratch(_) | E::NoBranch(_) | E::Refused(_) => None,
+        };
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+    }
+}
+
+impl From<crate::worker::WorkerError> for CommandError {
+    fn from(e: crate::worker::WorkerError) -> Self {
+        use crate::worker::WorkerError as E;
+        match e {
+            E::Run(e) => e.into(),
+            E::Store(e) => e.into(),
+            e => CommandError::from_error(exit::ERROR, &e),
+        }
+    }
+}
+
+/// Errors whose texts already say all there is, with exit code 1.
+macro_rules! plain_errors {
+    ($($t:ty),* $(,)?) => {$(
+        impl From<$t> for CommandError {
+            fn from(e: $t) -> Self {
+                CommandError::from_error(exit::ERROR, &e)
+            }
+        }
+    )*};
+}
+
+plain_errors!(
+    crate::ids::IdError,
+    crate::lead::LeadError,
+    crate::demo::DemoError,
+    crate::demo::agent::AgentError,
+);
+
+fn with_hint(e: CommandError, hint: Option<String>) -> CommandError {
+    match hint {
+        Some(h) => e.hint(h),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("reading the plan")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn causes_follow_the_headline_and_hints_come_last() {
+        let e =
+            CommandError::from_error(exit::ERROR, &Outer(std::io::Error::other("disk on fire")))
+                .hint("put it out");
+        assert_eq!(
+            e.render(),
+            "reading the plan\ncaused by: disk on fire\nhint: put it out"
+        );
+    }
+
+    #[test]
+    fn a_cause_the_headline_already_says_is_not_repeated() {
+        let e = CommandError::from(RunError::Settings(crate::config::ConfigError {
+            origin: "[orch] cap".into(),
+            message: "not a number".into(),
+        }));
+        assert_eq!(
+            e.render(),
+            "[orch] cap: not a number\nhint: fix .orch/config at the base commit"
+        );
+    }
+
+    #[test]
+    fn exit_codes_come_from_the_type() {
+        let plan = crate::ids::PlanId::new("p").unwrap();
+        let run = crate::ids::RunId::new("r").unwrap();
+        let task = crate::ids::TaskId::new("t").unwrap();
+        let code = |e: RunError| CommandError::from(e).code;
+        assert_eq!(code(RunError::NotApproved("no".into())), exit::BLOCKED);
+        assert_eq!(code(RunError::UnknownTask { plan, task }), exit::USAGE);
+        assert_eq!(
+            code(RunError::WorkersRun { run: run.clone() }),
+            exit::BLOCKED
+        );
+        assert_eq!(code(RunError::NoRun(run)), exit::ERROR);
+        assert_eq!(code(RunError::BadBase("x".into())), exit::USAGE);
+    }
+}
