@@ -214,7 +214,7 @@ impl From<RunError> for CommandError {
             E::StartedElsewhere { run, .. } => (
                 exit::BLOCKED,
                 Some(format!(
-                    "watch it with `git orch status {run} --watch` after `git orch sync`, or help with `git orch worker`"
+                    "watch it with `git orch status {run} --watch` after `git orch sync`; it ends where it was started"
                 )),
             ),
             E::StartRace { .. } => (
