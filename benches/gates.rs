@@ -57,10 +57,10 @@ fn builtin_defs() -> Vec<GateDef> {
 }
 
 async fn evaluate(subject: &Subject, defs: &[GateDef]) -> Duration {
-    let (_tx, mut rx) = tokio::sync::watch::channel(false);
+    let cancel = tokio_util::sync::CancellationToken::new();
     let none = |_: &str, _: &str| None;
     let start = Instant::now();
-    let out = gate::evaluate(subject, defs, &none, &mut rx)
+    let out = gate::evaluate(subject, defs, &none, &cancel)
         .await
         .expect("gates");
     let elapsed = start.elapsed();

@@ -17,6 +17,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
+use tokio_util::sync::CancellationToken;
 
 pub use supervisor::{Supervision, supervise};
 
@@ -572,7 +573,7 @@ impl GroupChild {
     pub async fn wait(
         &mut self,
         deadline: tokio::time::Instant,
-        cancel: &mut tokio::sync::watch::Receiver<bool>,
+        cancel: &CancellationToken,
         grace: std::time::Duration,
     ) -> Ended {
         use std::os::unix::process::ExitStatusExt;
@@ -583,7 +584,7 @@ impl GroupChild {
         let status = tokio::select! {
             s = self.child.wait() => s.ok(),
             _ = tokio::time::sleep_until(deadline) => { timed_out = true; None }
-            _ = async { while !*cancel.borrow_and_update() { if cancel.changed().await.is_err() { std::future::pending::<()>().await } } } => { cancelled = true; None }
+            _ = cancel.cancelled() => { cancelled = true; None }
             _ = stop.notified() => { stopped_early = true; None }
         };
         let status = match status {

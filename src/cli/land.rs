@@ -1,6 +1,7 @@
 //! `git orch land <branch>`: a person's branch through the merge queue.
 
 use clap::Args;
+use tokio_util::sync::CancellationToken;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
 use crate::merge::Strategy;
@@ -133,16 +134,17 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
     };
     let state = crate::state::SharedIndex::open(&store)?;
     let runtime = super::scheduler()?;
-    let (tx, mut cancel) = tokio::sync::watch::channel(false);
+    let cancel = CancellationToken::new();
+    let tx = cancel.clone();
     output::status(&format!("Landing branch {branch} on {target}…"));
     let dir = store.common_dir().to_owned();
     let outcome = runtime.block_on(async {
         let watch = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                let _ = tx.send(true);
+                tx.cancel();
             }
         });
-        let r = hand::land(&dir, state, &req, &mut cancel).await;
+        let r = hand::land(&dir, state, &req, &cancel).await;
         watch.abort();
         r
     });

@@ -1,6 +1,7 @@
 //! `git orch merge`: land a run's passed attempts through the merge queue.
 
 use clap::Args;
+use tokio_util::sync::CancellationToken;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::merge::{Queue, Strategy};
@@ -44,7 +45,7 @@ fn land_all(
     store: &crate::store::Store,
     runtime: &tokio::runtime::Runtime,
     queue: &Queue,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
     renderer: &progress::Renderer,
 ) -> Result<LandReport, CommandError> {
     let mut total = LandReport::default();
@@ -88,7 +89,7 @@ fn land_all(
             total.refused = one.refused;
             return Ok(total);
         }
-        if nothing || *cancel.borrow() {
+        if nothing || cancel.is_cancelled() {
             return Ok(total);
         }
     }
@@ -127,12 +128,12 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         return Ok(exit::OK);
     }
     let runtime = super::scheduler()?;
-    let (_tx, mut cancel) = tokio::sync::watch::channel(false);
+    let cancel = CancellationToken::new();
     let renderer = progress::Renderer::new(format!("merge run {} onto {}", r.id, r.target));
     for (e, _) in queue.waiting(&r) {
         renderer.task(e.task.id.as_str(), Status::Passed, Some(e.attempt));
     }
-    let report = land_all(&store, &runtime, &queue, &mut cancel, &renderer);
+    let report = land_all(&store, &runtime, &queue, &cancel, &renderer);
     renderer.finish();
     let report = report?;
     if args.json {

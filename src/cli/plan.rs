@@ -1,6 +1,7 @@
 //! `git orch plan`: write, check, store and read plans.
 
 use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
 
 use clap::{Args, Subcommand};
 
@@ -655,7 +656,8 @@ fn new_with_agent(
         budget: args.budget,
     };
     let runtime = super::scheduler()?;
-    let (tx, mut cancel) = tokio::sync::watch::channel(false);
+    let cancel = CancellationToken::new();
+    let tx = cancel.clone();
     let session = runtime.block_on(async {
         // Registered before the agent starts, so a Ctrl-C at any moment is
         // caught and stops it.
@@ -663,12 +665,12 @@ fn new_with_agent(
             .map_err(|e| CommandError::error(format!("cannot watch for Ctrl-C: {e}")))?;
         let interrupt = async move {
             if sigint.recv().await.is_some() {
-                let _ = tx.send(true);
+                tx.cancel();
             }
             std::future::pending::<()>().await
         };
         tokio::select! {
-            s = lead::run(store, &opts, &mut cancel, &show_progress) => {
+            s = lead::run(store, &opts, &cancel, &show_progress) => {
                 s.map_err(|e| CommandError::error(e.to_string()))
             }
             _ = interrupt => unreachable!("the interrupt future never completes"),

@@ -238,9 +238,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         seed_rows(&renderer, &state, ctx.plan());
         let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)?;
         let queue = std::sync::Arc::new(queue);
-        let lander: run::progress::Lander = std::sync::Arc::new(move |mut cancel| {
+        let lander: run::progress::Lander = std::sync::Arc::new(move |cancel| {
             let q = queue.clone();
-            Box::pin(async move { q.land_next(&mut cancel).await.map_err(|e| e.to_string()) })
+            Box::pin(async move { q.land_next(&cancel).await.map_err(|e| e.to_string()) })
         });
         lander
     };

@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use serde_json::json;
 
@@ -46,7 +47,7 @@ pub async fn run_in(
     place: &Place<'_>,
     settings: &crate::config::Settings,
     common_dir: &Path,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Verdict {
     match crate::sandbox::resolve(&settings.sandbox) {
         Ok(sandbox) => {
@@ -77,7 +78,7 @@ pub async fn run_confined(
     command: &str,
     place: &Place<'_>,
     confinement: &Confinement<'_>,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Verdict {
     let start = Instant::now();
     let log = |ext: &str| -> PathBuf { place.log_dir.join(format!("gate-{}.{ext}", def.name)) };

@@ -8,6 +8,7 @@
 //! not run are reported `skipped` with the reason.
 
 use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
 
 use super::builtin::{self, Changes};
 use super::command::{self, Place};
@@ -137,7 +138,7 @@ pub async fn evaluate(
     subject: &Subject,
     defs: &[GateDef],
     cache: Cache<'_>,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<StackOutcome, StoreError> {
     let want_diff = defs
         .iter()
@@ -199,7 +200,7 @@ pub async fn evaluate(
             verdicts.push(skipped(def, &format!("not run: gate {g} failed")));
             continue;
         }
-        if *cancel.borrow() {
+        if cancel.is_cancelled() {
             verdicts.push(skipped(def, "not run: the run was interrupted"));
             continue;
         }

@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use serde_json::{Value, json};
 
@@ -89,11 +90,7 @@ fn find_embedded(text: &str) -> Option<Value> {
 }
 
 /// Runs the reviewer to a verdict.
-pub async fn run(
-    def: &GateDef,
-    input: &ReviewInput<'_>,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
-) -> Verdict {
+pub async fn run(def: &GateDef, input: &ReviewInput<'_>, cancel: &CancellationToken) -> Verdict {
     let start = Instant::now();
     let base = Verdict {
         gate: def.name.clone(),

@@ -21,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, AgentSpec};
 use crate::approval::{self, Review};
@@ -357,7 +358,7 @@ fn plan_name(paths: &[String]) -> String {
 pub async fn run(
     store: &Store,
     opts: &Options,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
     progress: &dyn Fn(Progress),
 ) -> Result<Session, LeadError> {
     let (base, base_name) = match &opts.base {
@@ -649,11 +650,7 @@ struct Ran {
 /// Runs the agent once exactly as attempts run theirs (see
 /// [`crate::launch`]): the same command line, sandbox, environment
 /// allow-list, supervisor, stream watch and usage reading.
-async fn run_agent(
-    spec: &AgentSpec,
-    run: AgentRun<'_>,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
-) -> Ran {
+async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationToken) -> Ran {
     let env: Vec<(String, String)> = vec![
         ("ORCH_ROLE".into(), "lead".into()),
         ("ORCH_TASK".into(), "lead".into()),

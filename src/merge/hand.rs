@@ -18,6 +18,7 @@
 //! again builds a new candidate.
 
 use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
 
 use super::MergeError;
 use super::candidate::{self, Built, Entry, Names, Strategy};
@@ -156,7 +157,7 @@ pub async fn land(
     common_dir: &Path,
     state: SharedIndex,
     req: &Request,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<Outcome, MergeError> {
     let store = Store::open(common_dir)?;
     let branch_ref = format!("refs/heads/{}", req.branch);
@@ -294,7 +295,7 @@ pub async fn land(
         }
         let (verdicts, ran) = gate(&store, &state, &settings, &landing, new, cancel).await?;
         gate_runs += ran;
-        if *cancel.borrow() {
+        if cancel.is_cancelled() {
             return Ok(Outcome::Refused(
                 "interrupted while the integration gate ran; nothing landed".into(),
             ));
@@ -364,7 +365,7 @@ async fn gate(
     settings: &Settings,
     landing: &str,
     new: Oid,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<(Vec<Verdict>, usize), MergeError> {
     let defs = gates(settings);
     if defs.is_empty() {

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
 
 use super::MergeError;
 use super::candidate::{self, Built, Entry, Names, Strategy};
@@ -190,10 +191,7 @@ impl Queue {
     }
 
     /// Lands everything that can land now (`git orch merge`).
-    pub async fn land_all(
-        &self,
-        cancel: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Result<LandReport, MergeError> {
+    pub async fn land_all(&self, cancel: &CancellationToken) -> Result<LandReport, MergeError> {
         let mut total = LandReport::default();
         loop {
             let r = self.land_next(cancel).await?;
@@ -206,17 +204,14 @@ impl Queue {
                 total.refused = r.refused;
                 return Ok(total);
             }
-            if nothing || *cancel.borrow() {
+            if nothing || cancel.is_cancelled() {
                 return Ok(total);
             }
         }
     }
 
     /// One landing: up to `batch` waiting attempts.
-    pub async fn land_next(
-        &self,
-        cancel: &mut tokio::sync::watch::Receiver<bool>,
-    ) -> Result<LandReport, MergeError> {
+    pub async fn land_next(&self, cancel: &CancellationToken) -> Result<LandReport, MergeError> {
         let mut report = LandReport::default();
         let dir = self.common_dir.clone();
         let lock_name = format!(
@@ -292,7 +287,7 @@ impl Queue {
                 }
                 (lo, Some((hi - 1, hi_failing)))
             };
-            if *cancel.borrow() {
+            if cancel.is_cancelled() {
                 return Ok(report);
             }
             if let Some((i, verdicts)) = culprit {
@@ -453,7 +448,7 @@ impl Queue {
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
-        cancel: &mut tokio::sync::watch::Receiver<bool>,
+        cancel: &CancellationToken,
         report: &mut LandReport,
     ) -> Result<(bool, Vec<Verdict>), MergeError> {
         let candidate = stack[k - 1].1;

@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use crate::agent::{self, AgentSpec, Availability};
 use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
@@ -209,7 +210,7 @@ fn refused_earlier(run: &crate::ids::RunId, agent: &str) -> Option<String> {
 }
 
 /// Runs one attempt to its end; records every step.
-pub async fn run(job: Job, mut cancel: tokio::sync::watch::Receiver<bool>) -> End {
+pub async fn run(job: Job, cancel: CancellationToken) -> End {
     let ctx = job.ctx.clone();
     let spec = match choose_agent(&ctx, &job.agents) {
         Ok(s) => s,
@@ -240,9 +241,9 @@ pub async fn run(job: Job, mut cancel: tokio::sync::watch::Receiver<bool>) -> En
     };
     let env = attempt_env(&job, &paths, &spec, port);
     if let Some(setup) = ctx.settings.setup.clone()
-        && let Err(f) = run_setup(&job, &paths, &env, &setup, &mut cancel).await
+        && let Err(f) = run_setup(&job, &paths, &env, &setup, &cancel).await
     {
-        let outcome = if *cancel.borrow() {
+        let outcome = if cancel.is_cancelled() {
             Outcome::Abandoned
         } else {
             Outcome::Failed
@@ -250,7 +251,7 @@ pub async fn run(job: Job, mut cancel: tokio::sync::watch::Receiver<bool>) -> En
         let _ = record_end(&job, outcome, Some(f.clone())).await;
         return end(&job, &spec.name, outcome, Some(f));
     }
-    let agent_run = match run_agent(&job, &spec, &paths, &env, &mut cancel).await {
+    let agent_run = match run_agent(&job, &spec, &paths, &env, &cancel).await {
         Ok(a) => a,
         Err(why) => {
             let f = Failure {
@@ -277,7 +278,7 @@ pub async fn run(job: Job, mut cancel: tokio::sync::watch::Receiver<bool>) -> En
         let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
         return end(&job, &spec.name, Outcome::Failed, Some(f));
     }
-    match judge(&job, &spec, &paths, &env, &agent_run, &mut cancel).await {
+    match judge(&job, &spec, &paths, &env, &agent_run, &cancel).await {
         Ok((outcome, failure)) => end(&job, &spec.name, outcome, failure),
         Err(e) => {
             let f = Failure {
@@ -455,7 +456,7 @@ async fn run_setup(
     paths: &AttemptPaths,
     env: &[(String, String)],
     setup: &str,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<(), Failure> {
     step(job, "setup");
     let start = Instant::now();
@@ -545,7 +546,7 @@ async fn run_agent(
     spec: &AgentSpec,
     paths: &AttemptPaths,
     env: &[(String, String)],
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<AgentOutcome, String> {
     step(job, format!("agent {}", spec.name));
     let ctx = job.ctx.clone();
@@ -701,7 +702,7 @@ async fn judge(
     paths: &AttemptPaths,
     env: &[(String, String)],
     agent_run: &AgentOutcome,
-    cancel: &mut tokio::sync::watch::Receiver<bool>,
+    cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
     let ctx = job.ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
@@ -787,7 +788,7 @@ async fn judge(
         }),
     };
     let stack = gate::evaluate(&subject, &job.gates, &lookup, cancel).await?;
-    if *cancel.borrow() {
+    if cancel.is_cancelled() {
         // Gates stopped half way judge nothing: the attempt did not pass.
         // Its verdicts so far are kept; it is judged again when resumed.
         let f = Failure {

@@ -2,6 +2,7 @@
 //! task; clean worktrees up; and the derived note text on result commits.
 
 use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
 
 use crate::event::{Control, Event, Failure, Outcome, Verdict};
 use crate::ids::{RunId, TaskId};
@@ -350,7 +351,7 @@ pub async fn gate_attempt(
         writer_agent: attempt.agent.clone(),
         settings,
     };
-    let (_tx, mut cancel) = tokio::sync::watch::channel(false);
+    let cancel = CancellationToken::new();
     let tree_hex = result.tree.clone();
     let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&tree_hex)?;
     let lookup = move |gate: &str, command: &str| {
@@ -362,7 +363,7 @@ pub async fn gate_attempt(
             })
             .cloned()
     };
-    let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &mut cancel).await?;
+    let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &cancel).await?;
     store.append(
         outcome
             .verdicts

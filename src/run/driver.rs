@@ -19,8 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary, StopReason};
@@ -89,7 +89,7 @@ pub async fn drive(
 /// An attempt running under this driver.
 struct Live {
     n: u32,
-    cancel: watch::Sender<bool>,
+    cancel: CancellationToken,
 }
 
 /// The state of one drive.
@@ -103,7 +103,7 @@ struct Driver<'p> {
     /// When this driver took over: the breaker counts from here.
     since_ms: i64,
     exe: std::path::PathBuf,
-    cancel_all: watch::Sender<bool>,
+    cancel_all: CancellationToken,
     live: BTreeMap<TaskId, Live>,
     running: JoinSet<End>,
     /// Which task each attempt's tokio task runs, to name a panic.
@@ -154,7 +154,7 @@ impl<'p> Driver<'p> {
             _lock: lock,
             since_ms,
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
-            cancel_all: watch::channel(false).0,
+            cancel_all: CancellationToken::new(),
             live: BTreeMap::new(),
             running: JoinSet::new(),
             tasks: HashMap::new(),
@@ -191,7 +191,7 @@ impl<'p> Driver<'p> {
                 .get(task)
                 .is_some_and(|t| t.control == Some(crate::event::Control::Cancel))
             {
-                let _ = live.cancel.send(true);
+                live.cancel.cancel();
             }
         }
     }
@@ -209,7 +209,7 @@ impl<'p> Driver<'p> {
                     counts.agent_failures, counts.retries, counts.empties
                 ),
             }])?;
-            let _ = self.cancel_all.send(true);
+            self.cancel_all.cancel();
             self.stop = Some(DriveOutcome::Breaker(why));
         } else if let Some(budget) = self.ctx.budget
             && run.cost() > budget
@@ -264,9 +264,10 @@ impl<'p> Driver<'p> {
             attempt: n,
             agent: job.agents[0].clone(),
         });
-        let (cancel, own) = watch::channel(false);
-        let stop = either(own, self.cancel_all.subscribe());
-        let handle = self.running.spawn(attempt::run(job, stop));
+        // Its own token, a child of the run's: cancelling the task stops
+        // this attempt, cancelling the run stops every attempt.
+        let cancel = self.cancel_all.child_token();
+        let handle = self.running.spawn(attempt::run(job, cancel.clone()));
         self.tasks.insert(handle.id(), task.clone());
         self.live.insert(task.clone(), Live { n, cancel });
         Ok(())
@@ -280,7 +281,7 @@ impl<'p> Driver<'p> {
         );
         if may_land && self.landings.is_empty() && self.queued(run) {
             self.landings
-                .spawn((self.lander)(self.cancel_all.subscribe()));
+                .spawn((self.lander)(self.cancel_all.child_token()));
         }
     }
 
@@ -390,7 +391,7 @@ impl<'p> Driver<'p> {
                         reason: StopReason::Breaker,
                         detail: why.clone(),
                     }])?;
-                    let _ = self.cancel_all.send(true);
+                    self.cancel_all.cancel();
                     self.stop = Some(DriveOutcome::Breaker(why));
                 }
                 (task, n, Outcome::Failed, Some(failure.reason))
@@ -477,7 +478,7 @@ impl<'p> Driver<'p> {
         (self.progress)(Progress::Stopping(
             "interrupted: stopping agents (rerun the same command to resume)".into(),
         ));
-        let _ = self.cancel_all.send(true);
+        self.cancel_all.cancel();
         self.store.append(vec![Event::RunStopped {
             run_id: self.ctx.run.clone(),
             reason: StopReason::Interrupted,
@@ -486,26 +487,6 @@ impl<'p> Driver<'p> {
         self.stop = Some(DriveOutcome::Interrupted);
         Ok(())
     }
-}
-
-/// A receiver that turns true when either `a` or `b` does: an attempt
-/// stops on its own cancel or the run's.
-fn either(a: watch::Receiver<bool>, b: watch::Receiver<bool>) -> watch::Receiver<bool> {
-    let (tx, rx) = watch::channel(false);
-    tokio::spawn(async move {
-        let fired = |mut r: watch::Receiver<bool>| async move {
-            // A dropped sender never fires.
-            if r.wait_for(|v| *v).await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            _ = fired(a) => {}
-            _ = fired(b) => {}
-        }
-        let _ = tx.send(true);
-    });
-    rx
 }
 
 /// What a panicked task said.

@@ -2,7 +2,7 @@
 //! driver, its attempts and its merge queue report, and the shape of a
 //! landing's report. Rendering them is the command line's business.
 
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 use crate::event::Outcome;
 
@@ -62,7 +62,7 @@ pub struct LandReport {
 /// (the merge queue), so that dispatch and landing share one driver.
 pub type Lander = std::sync::Arc<
     dyn Fn(
-            watch::Receiver<bool>,
+            CancellationToken,
         ) -> std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<LandReport, String>> + Send>,
         > + Send

@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
-use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::clock::now_ms;
@@ -115,7 +115,7 @@ pub enum WorkerError {
 /// An attempt running here under a claim.
 struct Live {
     claim: Oid,
-    cancel: watch::Sender<bool>,
+    cancel: CancellationToken,
     renewed: Instant,
 }
 
@@ -330,13 +330,13 @@ impl Worker {
                 _ => false,
             };
             if taken {
-                if !*live.cancel.borrow() {
+                if !live.cancel.is_cancelled() {
                     report(Report::LeaseLost {
                         run: run.to_string(),
                         task: task.to_string(),
                     });
                 }
-                let _ = live.cancel.send(true);
+                live.cancel.cancel();
                 continue;
             }
             if live.renewed.elapsed() >= self.opts.lease / 3 {
@@ -557,15 +557,16 @@ impl Worker {
                 agent: job.agents[0].clone(),
             },
         });
-        let (tx, rx) = watch::channel(false);
+        let cancel = CancellationToken::new();
         let run_id = run.id.clone();
+        let stop = cancel.clone();
         self.running
-            .spawn(async move { (run_id, attempt::run(job, rx).await) });
+            .spawn(async move { (run_id, attempt::run(job, stop).await) });
         self.live.insert(
             (run.id.clone(), task.clone()),
             Live {
                 claim: commit,
-                cancel: tx,
+                cancel,
                 renewed: Instant::now(),
             },
         );
@@ -684,11 +685,8 @@ impl Worker {
             let run_id = run.id.clone();
             self.landing_claim = Some((run_id.clone(), commit));
             self.landing.spawn(async move {
-                let (_tx, mut cancel) = watch::channel(false);
-                let result = queue
-                    .land_next(&mut cancel)
-                    .await
-                    .map_err(|e| e.to_string());
+                let cancel = CancellationToken::new();
+                let result = queue.land_next(&cancel).await.map_err(|e| e.to_string());
                 (run_id, commit, result)
             });
             return Ok(());
@@ -794,7 +792,7 @@ impl Worker {
         report: &(dyn Fn(Report) + Sync),
     ) -> Result<WorkerOutcome, WorkerError> {
         for live in self.live.values() {
-            let _ = live.cancel.send(true);
+            live.cancel.cancel();
         }
         while let Some(done) = self.running.join_next().await {
             if let Ok((run, end)) = done {
