@@ -76,7 +76,10 @@ fn five_independent_tasks_land_in_order_with_linear_history() {
     assert_eq!(landed, ["t0", "t1", "t2", "t3", "t4"], "plan order");
     // Linear, one commit per task (squash, the default), in plan order.
     assert_eq!(sb.git(&p.repo, &["rev-list", "--merges", "main"]), "");
-    let subjects = sb.git(&p.repo, &["log", "--reverse", "--format=%s", "main~5..main"]);
+    let subjects = sb.git(
+        &p.repo,
+        &["log", "--reverse", "--format=%s", "main~5..main"],
+    );
     assert_eq!(
         subjects.lines().collect::<Vec<_>>(),
         ["Task t0", "Task t1", "Task t2", "Task t3", "Task t4"]
