@@ -837,9 +837,14 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
             );
         }
     }
-    if let Ok(settings) =
-        crate::config::Settings::from_values(&store.project_config(store.resolve_commit("HEAD")?)?)
-    {
+    // Config that does not parse is the config check's finding; the
+    // worktree root is then the default one.
+    let settings = store
+        .project_config(store.resolve_commit("HEAD")?)
+        .ok()
+        .and_then(|v| crate::config::Settings::from_values(&v).ok());
+    let defaults = || crate::config::Settings::from_values(&Default::default());
+    if let Some(settings) = settings.or_else(|| defaults().ok()) {
         roots.insert(crate::run::worktree_root(store, &settings));
     }
     let scratch_dir = crate::run::workspace::scratch_dir(store.common_dir());
