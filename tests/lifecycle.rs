@@ -300,3 +300,101 @@ fn a_scratch_worktree_a_crashed_landing_left_is_reported_and_swept_by_cleanup() 
     let (code, report) = fsck_report(&sb, &p.repo);
     assert_eq!(code, Some(0), "{report:#}");
 }
+
+/// Adds and approves plan `id` with tasks (id, verification), each owning
+/// `src/<task>/**`.
+fn add_plan(sb: &Sandbox, repo: &Path, id: &str, tasks: &[(&str, &str)]) {
+    let subtasks: Vec<serde_json::Value> = tasks
+        .iter()
+        .map(|(t, verify)| {
+            serde_json::json!({
+                "id": t, "title": format!("Task {t}"), "owned_globs": [format!("src/{t}/**")],
+                "deliverable": format!("{t} done"), "verification": verify,
+            })
+        })
+        .collect();
+    let plan = serde_json::json!({"version": 1, "id": id, "instruction": "More work", "subtasks": subtasks});
+    let file = sb.path().join(format!("{id}.json"));
+    std::fs::write(&file, plan.to_string()).expect("plan");
+    sb.orch_ok(repo, &["plan", "add", &file.to_string_lossy()]);
+    sb.orch_ok(repo, &["approve", id]);
+}
+
+#[test]
+fn six_runs_with_retries_leave_no_attempt_branch_worktree_or_folder() {
+    // The report in issue 14: six small runs left 41 `orch/*` branches.
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true")], None);
+    sb.git(&p.repo, &["config", "orch.retries", "1"]);
+    for i in 1..=6 {
+        let (x, y) = (format!("r{i}x"), format!("r{i}y"));
+        add_plan(
+            &sb,
+            &p.repo,
+            &format!("p{i}"),
+            &[(&x, "true"), (&y, &format!("test -f src/{y}/done"))],
+        );
+        p.script(&x, &format!("write src/{x}/done yes\n"));
+        // y's first attempt fails its verification; the retry lands.
+        p.script(&format!("{y}.1"), &format!("write src/{y}/other no\n"));
+        p.script(&format!("{y}.2"), &format!("write src/{y}/done yes\n"));
+        let out = sb.orch(&p.repo, &["run", &format!("p{i}"), "--agent", "fake"]);
+        assert_eq!(out.status.code(), Some(0), "run {i}: {}", stderr(&out));
+        assert_eq!(
+            attempt_branches(&sb, &p.repo),
+            Vec::<String>::new(),
+            "after run {i}"
+        );
+        assert_eq!(
+            worktrees(&sb, &p.repo),
+            vec![p.repo.clone()],
+            "after run {i}"
+        );
+    }
+    let log = events(&sb, &p.repo);
+    let tips: Vec<String> = log
+        .iter()
+        .filter(|e| e["type"] == "attempt_branch_removed")
+        .map(|e| e["tip"].as_str().expect("tip").to_owned())
+        .collect();
+    assert_eq!(tips.len(), 18, "three attempts in each of six runs");
+    for tip in &tips {
+        assert!(reachable(&sb, &p.repo, tip), "{tip} must stay reachable");
+    }
+    assert!(scratch_folders(&p.repo).is_empty());
+    assert!(!root_of(&p.repo).exists(), "empty folders went");
+    // Every task landed: the history holds all twelve.
+    for i in 1..=6 {
+        assert!(p.repo.join(format!("src/r{i}x/done")).exists());
+        assert!(p.repo.join(format!("src/r{i}y/done")).exists());
+    }
+    // `git gc --prune=now` loses nothing that state refers to.
+    sb.git(&p.repo, &["gc", "-q", "--prune=now"]);
+    let (code, report) = fsck_report(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
+#[test]
+fn cleanup_landed_removes_only_landed_attempts_when_the_run_ends() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    sb.git(&p.repo, &["config", "orch.retries", "0"]);
+    sb.git(&p.repo, &["config", "orch.cleanup", "landed"]);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\nexit 1\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // a landed: its branch and worktree went; b failed: both stay.
+    let branches = attempt_branches(&sb, &p.repo);
+    assert_eq!(branches.len(), 1, "{branches:?}");
+    assert!(branches[0].contains("/b/"), "{branches:?}");
+    assert_eq!(worktrees(&sb, &p.repo).len(), 2);
+    // `git orch cleanup` takes b's too (its result is kept).
+    let out = sb.orch_ok(&p.repo, &["cleanup"]);
+    assert!(out.contains("removed"), "{out}");
+    assert_eq!(attempt_branches(&sb, &p.repo), Vec::<String>::new());
+    assert_eq!(worktrees(&sb, &p.repo), vec![p.repo.clone()]);
+    assert!(!root_of(&p.repo).exists(), "empty folders went");
+    let (code, report) = fsck_report(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
