@@ -319,10 +319,40 @@ fn bad_input_gets_a_clear_error_and_writes_nothing() {
         ),
         (vec!["fsck", "--accept-rewrite", "abc:0"], 2, "from 1"),
         (vec!["fsck", "--accept-rewrite", "../x:1"], 2, "invalid"),
+        (vec!["fsck", "--accept-rewrite", "ABC:1"], 2, "upper-case"),
+        (vec!["fsck", "--accept-rewrite", ":1"], 2, "invalid"),
+        (vec!["fsck", "--accept-rewrite", "abc:"], 2, "is not a seq"),
+        (
+            vec!["fsck", "--accept-rewrite", "abc:-1"],
+            2,
+            "is not a seq",
+        ),
+        (
+            vec!["fsck", "--accept-rewrite", "abc: 1"],
+            2,
+            "is not a seq",
+        ),
+        (
+            vec!["fsck", "--accept-rewrite", "abc:99999999999999999999999"],
+            2,
+            "is not a seq",
+        ),
+        (vec!["fsck", "--accept-rewrite", "a b:1"], 2, "invalid"),
+        (vec!["fsck", "--accept-rewrite=-abc:1"], 2, "invalid"),
         (
             vec!["fsck", "--accept-rewrite", "abc:1"],
             1,
             "finds no rewrite",
+        ),
+        (
+            vec!["fsck", "--accept-commit=-x"],
+            2,
+            "may not start with '-'",
+        ),
+        (
+            vec!["fsck", "--accept-commit", "HEAD:nope"],
+            1,
+            "is not a commit",
         ),
         (
             vec!["fsck", "--accept-commit", "nope"],
