@@ -177,7 +177,7 @@ fn a_hand_made_commit_keeps_its_attempt_branch_and_dry_run_changes_nothing() {
     let before = snapshot(&sb, &p.repo);
     let dry = sb.orch_ok(&p.repo, &["cleanup", "--dry-run"]);
     assert!(dry.contains("would remove"), "{dry}");
-    assert!(dry.contains(&format!("{}", &hand[..12])), "{dry}");
+    assert!(dry.contains(&hand[..12]), "{dry}");
     assert_eq!(
         snapshot(&sb, &p.repo),
         before,
