@@ -153,6 +153,42 @@ pub struct Settings {
     pub land: LandSettings,
     /// `[orch] retryFrom`: where a retry's worktree starts.
     pub retry_from: RetryFrom,
+    /// `[orch] cleanup`: what goes when a run ends.
+    pub cleanup: CleanupPolicy,
+}
+
+/// What goes when a run ends (`[orch] cleanup`): the worktrees and
+/// branches of its attempts, each only once every commit it holds is kept
+/// elsewhere, and never a dirty worktree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CleanupPolicy {
+    /// Every finished attempt's (landed, failed or abandoned).
+    #[default]
+    Finished,
+    /// Only the landed attempts'.
+    Landed,
+    /// Nothing: `git orch cleanup` removes them when asked.
+    Never,
+}
+
+impl CleanupPolicy {
+    /// Parses a config value (`finished`, `landed`, `never`).
+    pub fn parse(value: &str) -> Option<CleanupPolicy> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "finished" => Some(CleanupPolicy::Finished),
+            "landed" => Some(CleanupPolicy::Landed),
+            "never" | "off" | "false" => Some(CleanupPolicy::Never),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Finished => "finished",
+            CleanupPolicy::Landed => "landed",
+            CleanupPolicy::Never => "never",
+        }
+    }
 }
 
 /// Where a retry's worktree starts (`[orch] retryFrom`).
@@ -239,6 +275,7 @@ impl Default for Settings {
             prices: BTreeMap::new(),
             land: LandSettings::default(),
             retry_from: RetryFrom::Auto,
+            cleanup: CleanupPolicy::Finished,
         }
     }
 }
@@ -385,6 +422,15 @@ impl Settings {
                         ));
                     }
                 };
+            }
+            if let Some(v) = orch.get("cleanup") {
+                s.cleanup = CleanupPolicy::parse(v).ok_or_else(|| {
+                    err(
+                        orch,
+                        "cleanup",
+                        format!("{v:?} is not finished, landed or never"),
+                    )
+                })?;
             }
             if let Some(v) = orch.get("sandbox") {
                 s.sandbox.mode = SandboxMode::parse(v).ok_or_else(|| {

@@ -312,6 +312,24 @@ pub enum Event {
         attempt: u32,
         path: String,
     },
+    /// An attempt's branch was deleted by cleanup, once every commit on it
+    /// was reachable from `refs/orch/keep` or another branch, tag or
+    /// remote-tracking branch (so nothing was lost).
+    AttemptBranchRemoved {
+        run_id: RunId,
+        task: TaskId,
+        attempt: u32,
+        /// The branch, without `refs/heads/`.
+        branch: String,
+        /// Its tip when it was deleted.
+        tip: String,
+    },
+    /// A person reviewed something `git orch fsck` found and accepted it;
+    /// fsck lists it as accepted from then on instead of failing.
+    FindingAccepted {
+        finding: AcceptedFinding,
+        by: String,
+    },
     /// This clone won a claim on a remote (its claim commit is the value of
     /// `refs/orch/claims/<run>/<what>` there): a task's attempt, or the
     /// merge queue (`what` = `_queue`).
@@ -417,6 +435,22 @@ pub enum Event {
         /// The integration gate's verdicts on the candidate `new`.
         verdicts: Vec<Verdict>,
     },
+}
+
+/// What a `finding_accepted` event accepts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum AcceptedFinding {
+    /// Different events at one seq of one writer's log (a rewrite kept
+    /// beside the original): exactly these blobs. Another blob appearing
+    /// at that seq later is a new finding.
+    Rewrite {
+        writer: WriterId,
+        seq: u64,
+        blobs: Vec<String>,
+    },
+    /// A commit on a protected target that no landing vouches for.
+    Commit { commit: String, target: String },
 }
 
 /// How one lead-agent round ended.
@@ -787,6 +821,8 @@ impl Event {
             Event::RunStopped { .. } => "run_stopped",
             Event::RunFinished { .. } => "run_finished",
             Event::WorkspaceCleaned { .. } => "workspace_cleaned",
+            Event::AttemptBranchRemoved { .. } => "attempt_branch_removed",
+            Event::FindingAccepted { .. } => "finding_accepted",
             Event::Claimed { .. } => "claimed",
             Event::ClaimRenewed { .. } => "claim_renewed",
             Event::ClaimReleased { .. } => "claim_released",
@@ -818,6 +854,7 @@ impl Event {
             | Event::RunStopped { run_id, .. }
             | Event::RunFinished { run_id, .. }
             | Event::WorkspaceCleaned { run_id, .. }
+            | Event::AttemptBranchRemoved { run_id, .. }
             | Event::Claimed { run_id, .. }
             | Event::ClaimRenewed { run_id, .. }
             | Event::ClaimReleased { run_id, .. } => Some(run_id),
@@ -839,7 +876,8 @@ impl Event {
             | Event::Landed { task, .. }
             | Event::LandingFailed { task, .. }
             | Event::LandingVoided { task, .. }
-            | Event::WorkspaceCleaned { task, .. } => Some(task),
+            | Event::WorkspaceCleaned { task, .. }
+            | Event::AttemptBranchRemoved { task, .. } => Some(task),
             _ => None,
         }
     }
@@ -1017,6 +1055,22 @@ impl Event {
                 attempt,
                 ..
             } => format!("{run_id}/{task} attempt {attempt} worktree removed"),
+            Event::AttemptBranchRemoved {
+                run_id,
+                task,
+                attempt,
+                branch,
+                ..
+            } => format!("{run_id}/{task} attempt {attempt} branch {branch} removed"),
+            Event::FindingAccepted { finding, by } => match finding {
+                AcceptedFinding::Rewrite { writer, seq, .. } => {
+                    format!("rewrite of writer {writer} at seq {seq} accepted by {by}")
+                }
+                AcceptedFinding::Commit { commit, target } => format!(
+                    "commit {} on {target} accepted by {by}",
+                    &commit[..commit.len().min(12)]
+                ),
+            },
             Event::Claimed {
                 run_id,
                 what,

@@ -12,6 +12,7 @@ pub mod config;
 pub mod demo;
 pub mod event;
 pub mod failpoint;
+pub mod fsck;
 pub mod gate;
 pub mod hooks;
 pub mod ids;

@@ -439,6 +439,95 @@ pub fn find_by_env(vars: &[(&str, &str)]) -> Vec<(u32, u32)> {
     out
 }
 
+/// A live process found by a variable of its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FoundProcess {
+    pub pid: u32,
+    /// Its process group, always > 1.
+    pub pgid: u32,
+    /// Its variables whose names start with the prefix asked for.
+    pub vars: std::collections::BTreeMap<String, String>,
+}
+
+/// Every live process (outside this process's own group) whose environment
+/// sets `key`, with its variables that start with `prefix`. Reads
+/// `/proc`; elsewhere it finds nothing.
+pub fn find_with_var(key: &str, prefix: &str) -> Vec<FoundProcess> {
+    let own_pgid = {
+        // SAFETY: getpgrp has no preconditions.
+        unsafe { libc::getpgrp() as u32 }
+    };
+    let wanted = format!("{key}=");
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        if !vars.iter().any(|v| v.starts_with(wanted.as_bytes())) {
+            continue;
+        }
+        let Some((_, pgid)) = parent_and_group(pid) else {
+            continue;
+        };
+        if pgid <= 1 || pgid == own_pgid {
+            continue;
+        }
+        let vars = vars
+            .iter()
+            .filter(|v| v.starts_with(prefix.as_bytes()))
+            .filter_map(|v| {
+                let text = String::from_utf8_lossy(v);
+                let (k, val) = text.split_once('=')?;
+                Some((k.to_owned(), val.to_owned()))
+            })
+            .collect();
+        out.push(FoundProcess { pid, pgid, vars });
+    }
+    out
+}
+
+/// The parent and process group of `pid`, from `/proc/<pid>/stat`.
+fn parent_and_group(pid: u32) -> Option<(u32, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name: state ppid pgrp …
+    let mut rest = stat.rsplit_once(") ")?.1.split_whitespace().skip(1);
+    let ppid = rest.next()?.parse().ok()?;
+    let pgid = rest.next()?.parse().ok()?;
+    Some((ppid, pgid))
+}
+
+/// The nearest ancestor of `pid` (its parent, that one's parent, …) whose
+/// command line `accept` takes, or `None` once the chain reaches init or
+/// a process that is gone.
+pub fn ancestor_where(pid: u32, accept: &dyn Fn(&[String]) -> bool) -> Option<u32> {
+    let mut at = pid;
+    // A chain longer than this is a loop read mid-change, not a tree.
+    for _ in 0..256 {
+        let (parent, _) = parent_and_group(at)?;
+        if parent <= 1 {
+            return None;
+        }
+        let cmdline = std::fs::read(format!("/proc/{parent}/cmdline")).unwrap_or_default();
+        let argv: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if accept(&argv) {
+            return Some(parent);
+        }
+        at = parent;
+    }
+    None
+}
+
 /// Stops the group `pgid`: SIGTERM, then SIGKILL after `grace` if any
 /// member is left. Blocking; for groups this process did not start (an
 /// orphan found on resume).

@@ -168,13 +168,14 @@ fn an_agents_own_error_is_the_cause_in_the_failure_notes_and_the_retry_context()
         agent["cause"],
         "fatal: the model refused the request: context too long"
     );
-    // The note on attempt 1's result commit says it too.
-    let branch = evs
+    // The note on attempt 1's result commit says it too. Its branch went
+    // when the run ended; the cleanup recorded the tip it had.
+    let tip = evs
         .iter()
-        .find(|e| e["type"] == "attempt_created" && e["attempt"] == 1)
-        .and_then(|e| e["branch"].as_str())
-        .expect("branch")
+        .find(|e| e["type"] == "attempt_branch_removed" && e["attempt"] == 1)
+        .and_then(|e| e["tip"].as_str())
+        .expect("attempt 1's branch was cleaned up")
         .to_owned();
-    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &branch]);
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &tip]);
     assert!(note.contains("context too long"), "{note}");
 }

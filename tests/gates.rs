@@ -78,8 +78,8 @@ fn scope_gate_lists_out_of_scope_paths_and_the_hook_refused_the_commit() {
     let err = std::fs::read_to_string(&log).expect("agent log");
     assert!(err.contains("outside the ones this attempt owns"), "{err}");
     assert!(err.contains("README.md"), "{err}");
-    let branch = format!("orch/{run_id}/a/attempt-1");
-    let subjects = sb.git(&p.repo, &["log", "--format=%s", &format!("main..{branch}")]);
+    let result = result_commit(&sb, &p.repo, 1);
+    let subjects = sb.git(&p.repo, &["log", "--format=%s", &format!("main..{result}")]);
     assert!(
         !subjects.contains("sneak it in"),
         "the hook let the commit through: {subjects}"
@@ -422,22 +422,30 @@ fn a_reviewer_gate_passes_on_a_pass_verdict_and_the_attempt_lands() {
     );
 }
 
+/// The result commit of `a`'s attempt `n`, as its `attempt_result` event
+/// names it (the attempt's branch goes when the run ends).
+fn result_commit(sb: &Sandbox, repo: &std::path::Path, n: u64) -> String {
+    events(sb, repo)
+        .into_iter()
+        .find(|e| e["type"] == "attempt_result" && e["task"] == "a" && e["attempt"] == n)
+        .and_then(|e| e["commit"].as_str().map(str::to_owned))
+        .expect("a result commit")
+}
+
 #[test]
 fn verdicts_are_notes_on_the_result_commit() {
     let mut sb = Sandbox::new();
     let p = one_task(&mut sb, None);
     p.script("a", "write src/a/done yes\n");
     assert_eq!(run(&sb, &p).status.code(), Some(0));
-    let s = status_json(&sb, &p.repo);
-    let branch = format!("orch/{}/a/attempt-1", s["run"].as_str().expect("run"));
-    let log = sb.git(&p.repo, &["log", "-1", "--notes=orch", &branch]);
+    let result = result_commit(&sb, &p.repo, 1);
+    let log = sb.git(&p.repo, &["log", "-1", "--notes=orch", &result]);
     assert!(log.contains("Notes (orch):"), "{log}");
     assert!(log.contains("verification   pass"), "{log}");
     assert!(log.contains("outcome: passed"), "{log}");
     // The result commit is kept reachable for gc.
-    let tip = sb.git(&p.repo, &["rev-parse", &branch]);
     let kept = sb.git(&p.repo, &["rev-list", "refs/orch/keep"]);
-    assert!(kept.contains(&tip));
+    assert!(kept.contains(&result));
     // A clean result passes every built-in gate, each in its default mode.
     for (gate, mode) in [
         ("diff", "block"),
@@ -490,12 +498,13 @@ fn gc_after_deleting_attempt_branches_loses_nothing_the_log_names() {
     assert!(named.len() >= 3, "{named:?}");
     // Remove everything git-orch made that keeps commits alive by accident:
     // worktrees (their HEADs), attempt branches and reflogs.
+    // The run's end already removed the attempt's branch (everything on it
+    // is kept); whatever attempt branch is left goes by hand.
     sb.orch_ok(&p.repo, &["cleanup", "--all-completed", "--force"]);
     let branches = sb.git(
         &p.repo,
         &["for-each-ref", "refs/heads/orch/", "--format=%(refname)"],
     );
-    assert!(!branches.is_empty(), "no attempt branch to delete");
     for r in branches.lines() {
         sb.git(&p.repo, &["update-ref", "-d", r]);
     }

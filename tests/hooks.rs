@@ -485,31 +485,19 @@ fn the_worktree_hook_keeps_hand_made_attempt_commits_in_scope() {
     let (p, _srv) = served(&mut sb);
     sb.orch_ok(&p.repo, &["hooks", "install", "--worktree"]);
     assert!(p.repo.join(".git/hooks/pre-commit").exists());
+    // Runs here keep their attempt branches for the person to finish.
+    sb.git(&p.repo, &["config", "orch.cleanup", "never"]);
     land(&sb, &p);
-    // A person checks the attempt's branch out to finish it by hand.
-    let branch = sb
-        .git(
-            &p.repo,
-            &[
-                "for-each-ref",
-                "--format=%(refname:short)",
-                "refs/heads/orch/",
-            ],
-        )
-        .lines()
-        .find(|b| b.ends_with("/t0/attempt-1"))
-        .expect("the attempt branch")
-        .to_owned();
-    let worktree = sb.path().join("by-hand");
-    sb.git(
-        &p.repo,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            &worktree.to_string_lossy(),
-            &branch,
-        ],
+    // A person finishes the attempt by hand in its worktree, on its branch.
+    let created = common::events(&sb, &p.repo)
+        .into_iter()
+        .find(|e| e["type"] == "attempt_created" && e["task"] == "t0" && e["attempt"] == 1)
+        .expect("t0's attempt 1");
+    let worktree = PathBuf::from(created["worktree"].as_str().expect("worktree"));
+    let branch = created["branch"].as_str().expect("branch");
+    assert_eq!(
+        sb.git(&worktree, &["symbolic-ref", "--short", "HEAD"]),
+        branch
     );
     std::fs::write(worktree.join("outside.txt"), "x").expect("write");
     sb.git(&worktree, &["add", "outside.txt"]);

@@ -30,6 +30,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("hooks", 10),
         ("worker", 10),
         ("demo", 11),
+        ("fsck", 11),
         ("cli", 12),
     ])
 }

@@ -667,6 +667,8 @@ fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
         None,
     );
     sb.git(&p.repo, &["config", "orch.retries", "0"]);
+    // Only landed attempts go when the run ends; the rest wait for cleanup.
+    sb.git(&p.repo, &["config", "orch.cleanup", "landed"]);
     p.script("a", "write src/a/done yes\n");
     p.script("b", "exit 1\n");
     p.script("c", "exit 1\n");
@@ -687,9 +689,19 @@ fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
     let orphan = Path::new(&wt_b).parent().expect("run dir").join("stray");
     std::fs::create_dir_all(&orphan).expect("orphan");
     let branches = sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]);
+    assert!(!branches.contains("/a/attempt-1"), "{branches}");
+    let tips: Vec<String> = branches
+        .lines()
+        .map(|l| l.split_whitespace().next().expect("sha").to_owned())
+        .collect();
+    assert_eq!(tips.len(), 2, "{branches}");
     let dry = sb.orch_ok(&p.repo, &["cleanup", "--dry-run"]);
     assert!(dry.contains("would remove"), "{dry}");
     assert!(Path::new(&wt_c).exists());
+    assert_eq!(
+        sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]),
+        branches
+    );
     let out = sb.orch(&p.repo, &["cleanup", "--task", "b"]);
     assert_eq!(
         out.status.code(),
@@ -711,9 +723,16 @@ fn cleanup_removes_finished_worktrees_and_refuses_dirty_ones() {
     assert!(!Path::new(&wt_b).exists());
     assert_eq!(
         sb.git(&p.repo, &["for-each-ref", "refs/heads/orch/"]),
-        branches,
-        "branches must survive"
+        "",
+        "the branches go with their worktrees"
     );
+    for tip in tips {
+        assert_ne!(
+            sb.git(&p.repo, &["for-each-ref", "--contains", &tip]),
+            "",
+            "{tip} must stay reachable"
+        );
+    }
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! `git orch cleanup`: remove attempt worktrees that are no longer needed.
+//! `git orch cleanup`: remove attempt worktrees and branches that are no
+//! longer needed, and scratch worktrees a crash left behind.
 
 use clap::Args;
 
@@ -7,12 +8,19 @@ use crate::ids::{RunId, TaskId};
 use crate::run;
 use crate::run::control::{CleanupAction, CleanupFilter};
 
-/// Remove attempt worktrees no longer needed.
+/// Remove attempt worktrees and branches no longer needed.
 ///
-/// Refuses dirty worktrees, live attempts and results under review unless
-/// --force. Never deletes a branch or a result commit. Reports folders no
-/// record points to and records whose folder is gone, then runs
-/// `git worktree prune`.
+/// Removes the worktree and branch of each finished attempt once every
+/// commit on it is reachable from refs/orch/keep or another branch, tag or
+/// remote-tracking branch: nothing is lost. A branch or worktree holding a
+/// commit nothing else reaches (one added by hand, a result that failed
+/// the secrets gate) is kept and reported, even with --force. Keeps dirty
+/// worktrees, live attempts and results under review unless --force.
+/// Also removes scratch worktrees a crashed landing or gate left under
+/// .git/orch/scratch/, records worktrees whose folder is gone, removes
+/// empty run folders, reports folders no record points to, and runs
+/// `git worktree prune`. Runs do this themselves when they end (see
+/// `[orch] cleanup`).
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
     /// Only attempts of this run.
@@ -51,34 +59,72 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
     let live = |r: &RunId| run::control::driver_alive(&store, r).unwrap_or(true);
     let report = run::control::cleanup(&store, &runs, &filter, &live)?;
     let mut out = output::Out::new();
+    let verb = |action: &CleanupAction| match action {
+        CleanupAction::Removed => "removed".to_owned(),
+        CleanupAction::WouldRemove => "would remove".to_owned(),
+        CleanupAction::Kept(why) => format!("kept: {why}"),
+    };
     let mut kept = 0;
-    for (run, task, n, path, action) in &report.worktrees {
-        let what = match action {
-            CleanupAction::Removed => "removed".to_owned(),
-            CleanupAction::WouldRemove => "would remove".to_owned(),
-            CleanupAction::Kept(why) => {
-                kept += 1;
-                format!("kept: {why}")
-            }
-        };
+    for c in &report.attempts {
+        if matches!(c.action, CleanupAction::Kept(_)) {
+            kept += 1;
+        }
+        let mut what = Vec::new();
+        if let Some(p) = &c.worktree {
+            what.push(format!("worktree {}", p.display()));
+        }
+        if let Some(b) = &c.branch {
+            what.push(format!("branch {b}"));
+        }
         out.line(&format!(
-            "{run}/{task}/attempt-{n}  {}  {what}",
-            path.display()
+            "{}/{}/attempt-{}  {}  {}",
+            c.run,
+            c.task,
+            c.attempt,
+            what.join(", "),
+            verb(&c.action)
         ));
     }
-    for p in &report.orphan_folders {
+    for (p, action) in &report.scratch {
         out.line(&format!(
-            "orphan folder (no attempt record): {}",
-            p.display()
+            "scratch worktree {}  {}",
+            p.display(),
+            verb(action)
         ));
     }
     for (run, task, n, p) in &report.missing_folders {
         out.line(&format!(
-            "{run}/{task}/attempt-{n}: its folder {} is gone (recorded, not cleaned by git-orch)",
+            "{run}/{task}/attempt-{n}: its folder {} was already gone ({})",
+            p.display(),
+            if args.dry_run {
+                "would be recorded cleaned"
+            } else {
+                "recorded cleaned"
+            }
+        ));
+    }
+    for p in &report.empty_folders {
+        out.line(&format!(
+            "empty folder {}  {}",
+            p.display(),
+            if args.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            }
+        ));
+    }
+    for p in &report.orphan_folders {
+        out.line(&format!(
+            "orphan folder (no attempt record): {}  kept: remove it yourself if you do not need it",
             p.display()
         ));
     }
-    if report.worktrees.is_empty() {
+    if report.attempts.is_empty()
+        && report.scratch.is_empty()
+        && report.missing_folders.is_empty()
+        && report.empty_folders.is_empty()
+    {
         output::status("Nothing to clean up.");
     }
     // Refusing an attempt the user named is a refusal; keeping some while

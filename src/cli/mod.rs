@@ -12,6 +12,7 @@ pub mod completions;
 pub mod debug;
 pub mod demo;
 pub mod error;
+pub mod fsck;
 pub mod gate;
 pub mod hook;
 pub mod hooks;
@@ -99,6 +100,7 @@ pub enum Command {
     #[command(about = "Cancel a task: stop its live attempt and do not run it again")]
     Cancel(task::TaskArgs),
     Cleanup(cleanup::CleanupArgs),
+    Fsck(fsck::FsckArgs),
     Hook(hook::HookArgs),
     Hooks(hooks::HooksArgs),
     Log(log::LogArgs),
@@ -227,6 +229,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Skip(args) => task::run(cli, args, crate::event::Control::Skip),
         Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),
         Command::Cleanup(args) => cleanup::run(cli, args),
+        Command::Fsck(args) => fsck::run(cli, args),
         Command::Hook(args) => hook::run(cli, args),
         Command::Hooks(args) => hooks::run(cli, args),
         Command::Log(args) => log::run(cli, args),

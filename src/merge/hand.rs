@@ -387,6 +387,8 @@ async fn gate(
     }
     let orch: PathBuf = store.orch_dir().to_path_buf();
     let scratch = orch.join("scratch").join(landing);
+    // The scratch worktree goes when this gate ends, however it ends.
+    let _scratch = crate::run::workspace::ScratchGuard::take(store.common_dir(), &scratch)?;
     let log_dir = orch.join("logs").join(landing);
     let tree = store.commit_info(new)?.tree.to_string();
     let cache = state.read(store, |index| index.verdicts_for(&tree))?;

@@ -227,6 +227,12 @@ impl Queue {
             )?)
         })
         .await?;
+        // The integration gate's scratch worktree goes when this landing
+        // ends, however it ends (dropped before the queue lock).
+        let _scratch = crate::run::workspace::ScratchGuard::take(
+            &self.common_dir,
+            &crate::run::workspace::scratch_dir(&self.common_dir).join(self.run.as_str()),
+        )?;
         if let Some(why) = self.recover().await? {
             report.refused = Some(why);
             return Ok(report);

@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::event::{Control, Event, Failure, Outcome, Verdict};
 use crate::ids::{RunId, TaskId};
-use crate::state::{RunState, TaskStatus, Workspace};
+use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, StoreError};
 
 use super::{RunContext, RunError};
@@ -113,7 +113,7 @@ fn run_has_task(store: &Store, run: &RunState, task: &TaskId) -> Result<bool, Ru
         .is_some_and(|r| r.plan.subtask(task.as_str()).is_some()))
 }
 
-/// Which worktrees `cleanup` should consider.
+/// Which attempts `cleanup` should consider.
 #[derive(Debug, Clone, Default)]
 pub struct CleanupFilter {
     pub run: Option<RunId>,
@@ -121,36 +121,225 @@ pub struct CleanupFilter {
     pub attempt: Option<u32>,
     /// Only attempts whose task is done (landed, skipped, cancelled).
     pub all_completed: bool,
-    /// Only attempts that landed (used when a run is archived).
+    /// Only attempts that landed (`[orch] cleanup = landed`).
     pub landed_only: bool,
     pub force: bool,
     pub dry_run: bool,
 }
 
-/// What cleanup did or would do with one worktree.
+/// What cleanup did or would do with one attempt or scratch worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CleanupAction {
     Removed,
     WouldRemove,
-    /// Kept, with the reason (dirty, live, under review, …).
+    /// Kept, with the reason (dirty, live, under review, holds commits
+    /// nothing else keeps, …) and what to do about it.
     Kept(String),
+}
+
+/// What cleanup did with one attempt's worktree and branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptCleanup {
+    pub run: RunId,
+    pub task: TaskId,
+    pub attempt: u32,
+    /// Its worktree, when it was still there.
+    pub worktree: Option<PathBuf>,
+    /// Its branch (without `refs/heads/`), when it still existed.
+    pub branch: Option<String>,
+    pub action: CleanupAction,
 }
 
 /// The report of a cleanup.
 #[derive(Debug, Clone, Default)]
 pub struct CleanupReport {
-    /// (run, task, attempt, path, action)
-    pub worktrees: Vec<(RunId, TaskId, u32, PathBuf, CleanupAction)>,
+    pub attempts: Vec<AttemptCleanup>,
+    /// Scratch worktrees under `.git/orch/scratch/` that a landing or gate
+    /// left behind (a crash), or that are in use now.
+    pub scratch: Vec<(PathBuf, CleanupAction)>,
     /// Folders under a worktree root that no record points to.
     pub orphan_folders: Vec<PathBuf>,
-    /// Records whose worktree folder is gone (not cleaned through git-orch).
+    /// Records whose worktree folder was gone already (now recorded as
+    /// cleaned, unless a dry run).
     pub missing_folders: Vec<(RunId, TaskId, u32, PathBuf)>,
+    /// Empty run folders (and the worktree root) removed, or that would be.
+    pub empty_folders: Vec<PathBuf>,
 }
 
-/// Removes attempt worktrees no longer needed. Never deletes a branch or a
-/// result commit; refuses dirty, live and under-review worktrees unless
-/// forced; reports orphan folders and records whose folder is gone; runs
-/// `git worktree prune` afterwards.
+/// Why a branch or worktree must stay: it holds commits nothing else
+/// keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unkept {
+    /// The commits only it reaches.
+    pub commits: Vec<crate::store::Oid>,
+    pub kind: UnkeptKind,
+}
+
+/// What the commits only an attempt branch reaches are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnkeptKind {
+    /// Its result, which failed the secrets gate: deliberately never kept.
+    SecretResult,
+    /// Work of an attempt that was never judged (abandoned or still open),
+    /// so never kept.
+    Unjudged,
+    /// Its result should be in `refs/orch/keep` and is not.
+    ResultNotKept,
+    /// Commits on top of (or instead of) its recorded result: made by hand.
+    Added,
+}
+
+impl Unkept {
+    /// One sentence for cleanup and fsck: what the commits are and what
+    /// to do with them.
+    pub fn explain(&self, branch: &str) -> String {
+        let n = self.commits.len();
+        let first = self
+            .commits
+            .first()
+            .map(|c| c.to_string()[..12].to_owned())
+            .unwrap_or_default();
+        let what = if n == 1 {
+            format!("commit {first}")
+        } else {
+            format!("{n} commits ({first}, …)")
+        };
+        match self.kind {
+            UnkeptKind::SecretResult => format!(
+                "it holds {what} that nothing else reaches: its result, which failed the secrets gate and is never kept; review it, then delete the branch yourself: `git branch -D {branch}`"
+            ),
+            UnkeptKind::Unjudged => format!(
+                "it holds {what} that nothing else reaches: work of an attempt that was never judged; keep it on a branch of yours (`git branch <name> {branch}`) or delete it after review (`git branch -D {branch}`)"
+            ),
+            UnkeptKind::ResultNotKept => format!(
+                "it holds {what}, its result, which refs/orch/keep should hold and does not; `git orch fsck --repair` keeps it"
+            ),
+            UnkeptKind::Added => format!(
+                "it holds {what} that nothing else reaches, added after its result (by hand?); move them to a branch of yours (`git branch <name> {branch}`), then clean up again, or delete the branch yourself (`git branch -D {branch}`)"
+            ),
+        }
+    }
+}
+
+/// Whether an attempt's result went to `refs/orch/keep` when the attempt
+/// ended: it ended through its gates (passed or failed) and the secrets
+/// gate did not flag it. The same rule the attempt applied.
+pub fn result_is_kept(a: &crate::state::AttemptState) -> bool {
+    a.result.is_some()
+        && matches!(a.outcome, Some(Outcome::Passed) | Some(Outcome::Failed))
+        && a.verdicts
+            .iter()
+            .find(|v| v.gate == "secrets")
+            .is_none_or(|v| {
+                matches!(
+                    v.status,
+                    crate::event::GateStatus::Pass | crate::event::GateStatus::Skipped
+                )
+            })
+}
+
+/// The tips that count as keeping a commit safe: `refs/orch/keep` (and
+/// copies of other clones' keep refs), every branch that is not an attempt
+/// branch (`attempt_branches`, and anything under `refs/heads/orch/`),
+/// tags and remote-tracking branches.
+pub fn archive_tips(
+    store: &Store,
+    attempt_branches: &std::collections::HashSet<String>,
+) -> Result<Vec<crate::store::Oid>, StoreError> {
+    let mut tips = Vec::new();
+    if let Some(k) = store.ref_target(crate::store::refs::KEEP_REF)? {
+        tips.push(k);
+    }
+    for (name, id) in store.refs_with_prefix(crate::store::refs::REMOTES_PREFIX)? {
+        if name.ends_with("/keep") {
+            tips.push(id);
+        }
+    }
+    for (name, id) in store.refs_with_prefix("refs/heads/")? {
+        let short = &name["refs/heads/".len()..];
+        if !short.starts_with("orch/") && !attempt_branches.contains(short) {
+            tips.push(id);
+        }
+    }
+    for prefix in ["refs/tags/", "refs/remotes/"] {
+        tips.extend(
+            store
+                .refs_with_prefix(prefix)?
+                .into_iter()
+                .map(|(_, id)| id),
+        );
+    }
+    tips.sort();
+    tips.dedup();
+    Ok(tips)
+}
+
+/// The branch names of every attempt recorded in `runs`.
+pub fn attempt_branches(
+    runs: &std::collections::BTreeMap<RunId, RunState>,
+) -> std::collections::HashSet<String> {
+    runs.values()
+        .flat_map(|r| r.attempts().map(|(_, a)| a.branch.clone()))
+        .collect()
+}
+
+/// The commits on `tips` (an attempt's branch tip and its worktree's
+/// HEAD) that nothing in `archive` reaches, and what they are; `None`
+/// when everything is kept.
+pub fn unkept(
+    store: &Store,
+    a: &crate::state::AttemptState,
+    tips: &[crate::store::Oid],
+    archive: &[crate::store::Oid],
+) -> Result<Option<Unkept>, StoreError> {
+    let commits = store.commits_only_in(tips, archive)?;
+    if commits.is_empty() {
+        return Ok(None);
+    }
+    let result = a
+        .result
+        .as_ref()
+        .and_then(|r| store.parse_oid(&r.commit).ok());
+    let judged = matches!(a.outcome, Some(Outcome::Passed) | Some(Outcome::Failed));
+    let beyond_result = match result {
+        Some(r) => {
+            let mut beyond = false;
+            for t in tips {
+                beyond |= !store.is_ancestor(*t, r)?;
+            }
+            beyond
+        }
+        None => judged,
+    };
+    let kind = if !judged {
+        UnkeptKind::Unjudged
+    } else if beyond_result {
+        UnkeptKind::Added
+    } else if result_is_kept(a) {
+        UnkeptKind::ResultNotKept
+    } else {
+        UnkeptKind::SecretResult
+    };
+    Ok(Some(Unkept { commits, kind }))
+}
+
+/// The commit checked out in the worktree at `dir`, if it has one.
+pub fn worktree_head(dir: &std::path::Path) -> Option<String> {
+    crate::process::Git::new(dir)
+        .run(["rev-parse", "--verify", "-q", "HEAD"])
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
+/// Removes the worktrees and branches of attempts no longer needed, once
+/// every commit they hold is reachable from `refs/orch/keep` or another
+/// branch, tag or remote-tracking branch ([`archive_tips`]), so nothing is
+/// ever lost. Keeps (and reports) live attempts, results under review,
+/// dirty worktrees (unless forced) and anything holding a commit nothing
+/// else reaches (even when forced). Removes scratch worktrees a landing or
+/// gate left behind, records worktrees whose folder is gone as cleaned,
+/// removes empty run folders (and the root when empty), reports orphan
+/// folders, and runs `git worktree prune`. A dry run only reports.
 pub fn cleanup(
     store: &Store,
     runs: &std::collections::BTreeMap<RunId, RunState>,
@@ -160,8 +349,10 @@ pub fn cleanup(
     let mut report = CleanupReport::default();
     let mut known: Vec<PathBuf> = Vec::new();
     let mut roots: Vec<PathBuf> = Vec::new();
+    let branches = attempt_branches(runs);
+    let archive = archive_tips(store, &branches)?;
     // Attempts another clone made (seen through sync) have their worktrees
-    // on that clone's machine: never this clone's to touch.
+    // and branches on that clone's machine: never this clone's to touch.
     let me = store.writer_id()?;
     for run in runs.values() {
         if filter.run.as_ref().is_some_and(|r| *r != run.id) {
@@ -185,7 +376,6 @@ pub fn cleanup(
                 }
                 if filter.task.as_ref().is_some_and(|t| t != task)
                     || filter.attempt.is_some_and(|n| n != a.n)
-                    || a.workspace() == Workspace::Cleaned
                 {
                     continue;
                 }
@@ -200,45 +390,54 @@ pub fn cleanup(
                 if filter.landed_only && a.landed.is_none() {
                     continue;
                 }
-                if !path.exists() {
-                    report
-                        .missing_folders
-                        .push((run.id.clone(), task.clone(), a.n, path));
-                    continue;
-                }
-                let reason = if a.is_open() && driven {
-                    Some("its attempt is live".to_owned())
-                } else if a.outcome == Some(Outcome::Passed)
-                    && status == TaskStatus::Done
-                    && run.finished.is_none()
+                if let Some(done) =
+                    clean_attempt(store, run, task, a, status, driven, filter, &archive)?
                 {
-                    Some("its result is under review (passed, not landed)".to_owned())
-                } else if store.is_dirty(&path).unwrap_or(true) {
-                    Some("it has uncommitted changes".to_owned())
-                } else {
-                    None
-                };
-                let action = match (reason, filter.force, filter.dry_run) {
-                    (Some(r), false, _) => CleanupAction::Kept(format!("{r}; --force removes it")),
-                    (_, _, true) => CleanupAction::WouldRemove,
-                    (_, force, false) => {
-                        store.remove_worktree(&path, force || a.is_open())?;
-                        store.append(vec![Event::WorkspaceCleaned {
-                            run_id: run.id.clone(),
+                    if let Some(missing) = &done.missing
+                        && !matches!(done.action, CleanupAction::Kept(_))
+                    {
+                        report.missing_folders.push((
+                            run.id.clone(),
+                            task.clone(),
+                            a.n,
+                            missing.clone(),
+                        ));
+                    }
+                    if done.worktree.is_some() || done.branch.is_some() {
+                        report.attempts.push(AttemptCleanup {
+                            run: run.id.clone(),
                             task: task.clone(),
                             attempt: a.n,
-                            path: path.to_string_lossy().into_owned(),
-                        }])?;
-                        CleanupAction::Removed
+                            worktree: done.worktree,
+                            branch: done.branch,
+                            action: done.action,
+                        });
                     }
-                };
-                report
-                    .worktrees
-                    .push((run.id.clone(), task.clone(), a.n, path, action));
+                }
             }
         }
     }
-    // Folders under the worktree roots that no attempt record names.
+    // Scratch worktrees: what a landing or gate that ended normally removed
+    // itself; what is left is a crash's (or in use right now).
+    if filter.task.is_none() && filter.attempt.is_none() {
+        let wanted = |name: &str| match &filter.run {
+            Some(r) => name == r.as_str() || name == format!("gate-{r}"),
+            None => true,
+        };
+        for (path, lock) in super::workspace::idle_scratch(store, &wanted)? {
+            let action = match (lock, filter.dry_run) {
+                (None, _) => CleanupAction::Kept("a landing or gate is using it".into()),
+                (Some(_), true) => CleanupAction::WouldRemove,
+                (Some(_held), false) => {
+                    super::workspace::remove_scratch(store, &path)?;
+                    CleanupAction::Removed
+                }
+            };
+            report.scratch.push((path, action));
+        }
+    }
+    // Folders under the worktree roots that no attempt record names, and
+    // run folders (then the root) that are empty now.
     for root in roots {
         let Ok(runs_dir) = std::fs::read_dir(&root) else {
             continue;
@@ -247,18 +446,208 @@ pub fn cleanup(
             let Ok(entries) = std::fs::read_dir(run_dir.path()) else {
                 continue;
             };
+            let mut left = 0;
             for e in entries.flatten() {
                 let p = e.path();
+                // In a dry run, what would be removed still stands.
+                let would_go = filter.dry_run
+                    && report.attempts.iter().any(|c| {
+                        c.worktree.as_ref() == Some(&p) && c.action == CleanupAction::WouldRemove
+                    });
+                if !would_go {
+                    left += 1;
+                }
                 if p.is_dir() && !known.contains(&p) {
                     report.orphan_folders.push(p);
                 }
             }
+            if left == 0 && remove_empty(&run_dir.path(), filter.dry_run) {
+                report.empty_folders.push(run_dir.path());
+            }
+        }
+        let left = std::fs::read_dir(&root).map_or(1, |rd| {
+            rd.flatten()
+                .filter(|e| !(filter.dry_run && report.empty_folders.contains(&e.path())))
+                .count()
+        });
+        if left == 0 && remove_empty(&root, filter.dry_run) {
+            report.empty_folders.push(root);
         }
     }
     if !filter.dry_run {
         store.prune_worktrees()?;
     }
     Ok(report)
+}
+
+/// What a run does when it ends, by `[orch] cleanup`: removes its
+/// finished (or only its landed) attempts' worktrees and branches, by the
+/// rules of [`cleanup`]; `never` leaves them for `git orch cleanup`.
+pub fn after_run(
+    store: &Store,
+    runs: &std::collections::BTreeMap<RunId, RunState>,
+    run: &RunId,
+    policy: crate::config::CleanupPolicy,
+) -> Result<Option<CleanupReport>, RunError> {
+    use crate::config::CleanupPolicy;
+    if policy == CleanupPolicy::Never {
+        return Ok(None);
+    }
+    let filter = CleanupFilter {
+        run: Some(run.clone()),
+        landed_only: policy == CleanupPolicy::Landed,
+        ..Default::default()
+    };
+    cleanup(store, runs, &filter, &|_| false).map(Some)
+}
+
+/// Removes `dir` if it is an empty folder (a dry run only says it would).
+fn remove_empty(dir: &std::path::Path, dry_run: bool) -> bool {
+    if dry_run {
+        return true;
+    }
+    std::fs::remove_dir(dir).is_ok()
+}
+
+/// What cleaning one attempt did.
+struct Cleaned {
+    worktree: Option<PathBuf>,
+    branch: Option<String>,
+    action: CleanupAction,
+    /// Its worktree folder was gone already.
+    missing: Option<PathBuf>,
+}
+
+/// Cleans one attempt up: decides whether its worktree and branch may go,
+/// then removes the worktree and, in one operation, deletes the branch
+/// (by compare-and-swap from the tip it judged) and records both.
+#[allow(clippy::too_many_arguments)]
+fn clean_attempt(
+    store: &Store,
+    run: &RunState,
+    task: &TaskId,
+    a: &crate::state::AttemptState,
+    status: TaskStatus,
+    driven: bool,
+    filter: &CleanupFilter,
+    archive: &[crate::store::Oid],
+) -> Result<Option<Cleaned>, RunError> {
+    let path = PathBuf::from(&a.worktree);
+    let branch_ref = format!("refs/heads/{}", a.branch);
+    let tip = store.ref_target(&branch_ref)?;
+    let present = !a.cleaned && path.exists();
+    let missing = (!a.cleaned && !present).then(|| path.clone());
+    if !present && tip.is_none() && missing.is_none() {
+        return Ok(None);
+    }
+    let reason = if a.is_open() && driven {
+        Some("its attempt is live; --force removes it".to_owned())
+    } else if a.is_queued() && status == TaskStatus::Passed && run.finished.is_none() {
+        Some("its result is under review (passed, not landed); --force removes it".to_owned())
+    } else if present && store.is_dirty(&path).unwrap_or(true) {
+        Some("it has uncommitted changes; --force removes it".to_owned())
+    } else {
+        None
+    };
+    let forced_past = reason.is_some() && filter.force;
+    if let Some(r) = reason.filter(|_| !filter.force) {
+        return Ok(Some(Cleaned {
+            worktree: present.then(|| path.clone()),
+            branch: tip.map(|_| a.branch.clone()),
+            action: CleanupAction::Kept(r),
+            missing: None,
+        }));
+    }
+    // Nothing that only this attempt holds is ever deleted, forced or not.
+    let mut tips: Vec<crate::store::Oid> = tip.into_iter().collect();
+    if present
+        && let Some(head) = worktree_head(&path).and_then(|h| store.parse_oid(&h).ok())
+        && !tips.contains(&head)
+    {
+        tips.push(head);
+    }
+    if let Some(held) = unkept(store, a, &tips, archive)? {
+        return Ok(Some(Cleaned {
+            worktree: present.then(|| path.clone()),
+            branch: tip.map(|_| a.branch.clone()),
+            action: CleanupAction::Kept(held.explain(&a.branch)),
+            missing: None,
+        }));
+    }
+    if tip.is_some()
+        && let Some(other) = store
+            .checkouts_of(&branch_ref)?
+            .into_iter()
+            .find(|p| *p != path)
+    {
+        return Ok(Some(Cleaned {
+            worktree: present.then(|| path.clone()),
+            branch: Some(a.branch.clone()),
+            action: CleanupAction::Kept(format!(
+                "its branch is checked out at {}; switch that checkout to another branch first",
+                other.display()
+            )),
+            missing: None,
+        }));
+    }
+    if filter.dry_run {
+        return Ok(Some(Cleaned {
+            worktree: present.then(|| path.clone()),
+            branch: tip.map(|_| a.branch.clone()),
+            action: CleanupAction::WouldRemove,
+            missing,
+        }));
+    }
+    if present {
+        store.remove_worktree(&path, forced_past || a.is_open())?;
+    }
+    let mut kept_branch = None;
+    store.transact(|store| {
+        let mut events = Vec::new();
+        let mut refs = Vec::new();
+        if !a.cleaned {
+            events.push(Event::WorkspaceCleaned {
+                run_id: run.id.clone(),
+                task: task.clone(),
+                attempt: a.n,
+                path: path.to_string_lossy().into_owned(),
+            });
+        }
+        kept_branch = None;
+        let now = store.ref_target(&branch_ref)?;
+        match (tip, now) {
+            (Some(t), Some(n)) if t == n => {
+                events.push(Event::AttemptBranchRemoved {
+                    run_id: run.id.clone(),
+                    task: task.clone(),
+                    attempt: a.n,
+                    branch: a.branch.clone(),
+                    tip: t.to_string(),
+                });
+                refs.push(crate::store::refs::RefUpdate::delete(
+                    &branch_ref,
+                    t,
+                    &format!("orch: cleanup of {}/{task} attempt {}", run.id, a.n),
+                ));
+            }
+            // Someone committed to it while it was judged: it stays.
+            (Some(_), Some(_)) => {
+                kept_branch =
+                    Some("its branch moved while it was cleaned up; run cleanup again".to_owned());
+            }
+            _ => {}
+        }
+        Ok::<_, StoreError>((crate::store::log::Operation { events, refs }, ()))
+    })?;
+    Ok(Some(Cleaned {
+        worktree: present.then(|| path.clone()),
+        branch: tip.map(|_| a.branch.clone()),
+        action: match kept_branch {
+            Some(why) => CleanupAction::Kept(why),
+            None => CleanupAction::Removed,
+        },
+        missing,
+    }))
 }
 
 /// Whether a driver currently holds `run`'s lock (on this machine).
@@ -308,14 +697,18 @@ pub async fn gate_attempt(
         });
     };
     let mut worktree = PathBuf::from(&attempt.worktree);
+    // Removes the scratch worktree when the gate ends, however it ends.
+    let mut scratch = None;
     if !worktree.exists() {
         // The attempt's worktree was cleaned up: command gates run on its
         // result commit in a scratch worktree instead.
         let commit = &result.commit;
-        worktree = store
-            .orch_dir()
-            .join("scratch")
-            .join(format!("gate-{}", run.id));
+        worktree =
+            super::workspace::scratch_dir(store.common_dir()).join(format!("gate-{}", run.id));
+        scratch = Some(super::workspace::ScratchGuard::take(
+            store.common_dir(),
+            &worktree,
+        )?);
         super::workspace::prepare_scratch(&store, &worktree, store.parse_oid(commit)?)?;
     }
     // Settings are the run's; the diff is the attempt's own, from the
@@ -364,6 +757,7 @@ pub async fn gate_attempt(
             .cloned()
     };
     let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &cancel).await?;
+    drop(scratch);
     store.append(
         outcome
             .verdicts

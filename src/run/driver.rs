@@ -306,17 +306,14 @@ impl<'p> Driver<'p> {
             run_id: self.ctx.run.clone(),
             summary: summary.clone(),
         }])?;
-        // The run is archived: landed attempts' worktrees go, by the
-        // cleanup rules (never a dirty one).
+        // The run is archived: its attempts' worktrees and branches go by
+        // `[orch] cleanup` and the cleanup rules (never a dirty one, never
+        // a commit nothing else keeps).
         let runs = self.ctx.state.read(&self.store, |index| {
             index.states(vec![self.ctx.run.clone()])
         })?;
-        let filter = super::control::CleanupFilter {
-            run: Some(self.ctx.run.clone()),
-            landed_only: true,
-            ..Default::default()
-        };
-        let _ = super::control::cleanup(&self.store, &runs, &filter, &|_| false);
+        let _ =
+            super::control::after_run(&self.store, &runs, &self.ctx.run, self.ctx.settings.cleanup);
         let _ = self.ctx.state.save();
         let complete = summary.done + summary.skipped == summary.tasks;
         Ok(Some(if complete {

@@ -756,7 +756,7 @@ fn settings_at(store: &Store, base: Oid) -> Result<Settings, RunError> {
 
 /// Where attempt worktrees go: `orch.worktreeRoot` (relative to the
 /// repository's parent folder), else beside the repository.
-fn worktree_root(store: &Store, settings: &Settings) -> PathBuf {
+pub fn worktree_root(store: &Store, settings: &Settings) -> PathBuf {
     match &settings.worktree_root {
         Some(r) if r.is_absolute() => r.clone(),
         Some(r) => default_root(store.common_dir())

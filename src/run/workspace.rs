@@ -346,6 +346,107 @@ pub fn prepare_scratch(store: &Store, scratch: &Path, commit: Oid) -> Result<(),
     store.add_worktree_detached(scratch, commit)
 }
 
+/// The folder of git-orch's scratch worktrees, `.git/orch/scratch/`.
+pub fn scratch_dir(common_dir: &Path) -> PathBuf {
+    common_dir.join("orch").join("scratch")
+}
+
+/// The lock that says a scratch worktree is in use (`<name>.lock` beside
+/// it). Lock files stay: removing one while another process waits on it
+/// would let two holders in.
+fn scratch_lock(scratch: &Path) -> PathBuf {
+    let mut name = scratch.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    scratch.with_file_name(name)
+}
+
+/// Holds a scratch worktree (`.git/orch/scratch/<name>`) for one landing
+/// or one `git orch gate`, and removes it when dropped, however the
+/// landing or gate ends: scratch worktrees never outlive their use. Its
+/// lock tells `git orch cleanup` that the worktree is in use.
+#[derive(Debug)]
+pub struct ScratchGuard {
+    common_dir: PathBuf,
+    path: PathBuf,
+    _lock: crate::store::lock::LockGuard,
+}
+
+impl ScratchGuard {
+    /// Takes the scratch worktree at `path` (made later, by
+    /// [`prepare_scratch`]).
+    pub fn take(common_dir: &Path, path: &Path) -> Result<Self, StoreError> {
+        let lock = scratch_lock(path);
+        if let Some(parent) = lock.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+        }
+        let guard = crate::store::lock::acquire(
+            &lock,
+            &format!("using the scratch worktree {}", path.display()),
+            std::time::Duration::from_secs(60),
+        )?;
+        Ok(Self {
+            common_dir: common_dir.to_owned(),
+            path: path.to_owned(),
+            _lock: guard,
+        })
+    }
+}
+
+impl Drop for ScratchGuard {
+    fn drop(&mut self) {
+        // Best effort: one left behind (a failing git) is what `git orch
+        // cleanup` sweeps and `git orch fsck` reports.
+        if let Ok(store) = Store::open(&self.common_dir) {
+            let _ = remove_scratch(&store, &self.path);
+        }
+    }
+}
+
+/// Removes a scratch worktree: its folder and git's record of it. It is
+/// git-orch's own, under `.git/orch/`, and holds nothing of a person's, so
+/// removal is forced.
+pub fn remove_scratch(store: &Store, scratch: &Path) -> Result<(), StoreError> {
+    if scratch.exists() && store.remove_worktree(scratch, true).is_ok() && !scratch.exists() {
+        return Ok(());
+    }
+    match std::fs::remove_dir_all(scratch) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(StoreError::io(format!("removing {}", scratch.display()), e)),
+    }
+    store.forget_worktree(scratch)
+}
+
+/// A scratch worktree found by [`idle_scratch`]: its path and, when no
+/// landing or gate uses it, its lock (held until dropped).
+pub type FoundScratch = (PathBuf, Option<crate::store::lock::LockGuard>);
+
+/// Every scratch worktree folder under `.git/orch/scratch/` (whose name
+/// `keep` accepts), each with its lock when it is idle: a landing or gate
+/// that crashed left it. A busy one comes with `None`.
+pub fn idle_scratch(
+    store: &Store,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<FoundScratch>, StoreError> {
+    let dir = scratch_dir(store.common_dir());
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !path.is_dir() || !keep(&name) {
+            continue;
+        }
+        let lock = crate::store::lock::try_acquire(&scratch_lock(&path), "cleaning up")?.ok();
+        out.push((path, lock));
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
 /// The tree of `commit`.
 pub fn tree_of(store: &Store, commit: Oid) -> Result<Oid, StoreError> {
     Ok(store.commit_info(commit)?.tree)

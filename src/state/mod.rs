@@ -126,6 +126,8 @@ pub struct AttemptState {
     pub failure: Option<Failure>,
     pub finished_ms: Option<i64>,
     pub cleaned: bool,
+    /// Its branch was deleted by cleanup (its commits kept elsewhere).
+    pub branch_removed: bool,
     /// Set once the merge queue landed it (and not voided since).
     pub landed: Option<LandedOn>,
     /// Why the merge queue could not land it.
@@ -524,6 +526,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         failure: None,
                         finished_ms: None,
                         cleaned: false,
+                        branch_removed: false,
                         landed: None,
                         landing_failure: None,
                         landing_conflicts: Vec::new(),
@@ -786,6 +789,19 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 a.cleaned = true;
             }
         }
+        Event::AttemptBranchRemoved {
+            run_id,
+            task,
+            attempt,
+            ..
+        } => {
+            if let Some(a) = runs
+                .get_mut(run_id)
+                .and_then(|run| run.attempt_mut(task, *attempt))
+            {
+                a.branch_removed = true;
+            }
+        }
         // Not about a run: branch approvals and hand landings are looked
         // up by key in the state index's catalog (see `index`).
         Event::Initialized { .. }
@@ -794,7 +810,8 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
         | Event::DebugMarker { .. }
         | Event::PlanRound { .. }
         | Event::BranchApproved { .. }
-        | Event::BranchLanded { .. } => {}
+        | Event::BranchLanded { .. }
+        | Event::FindingAccepted { .. } => {}
         Event::Claimed {
             run_id,
             what,

@@ -206,6 +206,27 @@ impl Store {
         Ok(base.is_some_and(|b| b.detach() == ancestor))
     }
 
+    /// The commits reachable from `tips` that no commit of `hidden` reaches
+    /// (what `git rev-list <tips> --not <hidden>` lists), in no particular
+    /// order. Empty when everything on `tips` is kept by `hidden`.
+    pub fn commits_only_in(&self, tips: &[Oid], hidden: &[Oid]) -> Result<Vec<Oid>> {
+        if tips.is_empty() {
+            return Ok(Vec::new());
+        }
+        let walk = self
+            .repo
+            .rev_walk(tips.iter().copied())
+            .with_hidden(hidden.iter().copied())
+            .all()
+            .map_err(|e| StoreError::git("walking commits", e))?;
+        let mut out = Vec::new();
+        for info in walk {
+            let info = info.map_err(|e| StoreError::git("walking commits", e))?;
+            out.push(info.id);
+        }
+        Ok(out)
+    }
+
     /// Keeps `commits` reachable from [`KEEP_REF`], so `git gc --prune=now`
     /// never drops them. One commit per call, whose parents are the previous
     /// keep tip and the kept commits; its tree is empty.

@@ -766,17 +766,14 @@ impl Worker {
                 run_id: run.id.clone(),
                 summary: summary.clone(),
             }])?;
-            // Archived: this clone's landed attempts' worktrees go (never a
-            // dirty one; other clones clean their own).
+            // Archived: this clone's attempts' worktrees and branches go by
+            // `[orch] cleanup` (never a dirty one, never a commit nothing
+            // else keeps; other clones clean their own).
             let runs = self
                 .state
                 .read(&self.store, |index| index.states(vec![run.id.clone()]))?;
-            let filter = crate::run::control::CleanupFilter {
-                run: Some(run.id.clone()),
-                landed_only: true,
-                ..Default::default()
-            };
-            let _ = crate::run::control::cleanup(&self.store, &runs, &filter, &|_| false);
+            let _ =
+                crate::run::control::after_run(&self.store, &runs, &run.id, ctx.settings.cleanup);
             report(Report::Finished {
                 run: run.id.to_string(),
                 summary,

@@ -1,0 +1,167 @@
+//! `git orch fsck`: check git-orch's state end to end and print what is
+//! wrong, each finding with its fix.
+
+use clap::Args;
+
+use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use crate::fsck::{self, Accept, Finding, Severity};
+
+/// Check git-orch's state end to end.
+///
+/// Every log record parses and sits under its own blob's name; no writer's
+/// log was rewritten (two different events at one seq) or has diverged
+/// copies; every commit protected targets gained since their first
+/// landing verifies (like `git orch verify`); refs/orch/keep holds every
+/// result and candidate the records point at; every attempt branch and
+/// worktree has a record, and none holds a commit nothing else keeps; no
+/// scratch worktree outlived its landing or gate; no agent of this clone
+/// runs without its driver; no landing left a checkout half moved; the
+/// configuration parses.
+///
+/// Prints each finding with the command or step that fixes it. Exit 0
+/// when clean (notes do not count), 3 when something needs fixing.
+#[derive(Debug, Args)]
+pub struct FsckArgs {
+    /// Print the report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// After reviewing both versions, accept the rewrite of WRITER's log at
+    /// SEQ: recorded as an event; fsck then lists it as accepted.
+    #[arg(long, value_name = "WRITER:SEQ", value_parser = parse_rewrite, conflicts_with = "accept_commit")]
+    pub accept_rewrite: Option<(crate::ids::WriterId, u64)>,
+    /// After review, accept a commit on a protected target that no
+    /// landing vouches for: recorded as an event; fsck then lists it as
+    /// accepted.
+    #[arg(long, value_name = "COMMIT")]
+    pub accept_commit: Option<String>,
+    /// First make the repairs that cannot lose anything: keep the commits
+    /// records point at that refs/orch/keep misses, and finish the
+    /// checkout moves a crashed landing left.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+fn parse_rewrite(value: &str) -> Result<(crate::ids::WriterId, u64), String> {
+    fsck::parse_rewrite(value)
+}
+
+fn fsck_error(e: fsck::FsckError) -> CommandError {
+    CommandError::error(e.to_string())
+}
+
+pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
+    let store = open_store(&cli.directory)?;
+    let accept = match (&args.accept_rewrite, &args.accept_commit) {
+        (Some((writer, seq)), _) => Some(Accept::Rewrite {
+            writer: writer.clone(),
+            seq: *seq,
+        }),
+        (None, Some(c)) => {
+            if c.starts_with('-') {
+                return Err(CommandError::with_code(
+                    exit::USAGE,
+                    "the commit may not start with '-'",
+                ));
+            }
+            let id = store.resolve_commit(c)?.ok_or_else(|| {
+                CommandError::error(format!(
+                    "{c:?} is not a commit\nhint: give the commit id fsck printed"
+                ))
+            })?;
+            Some(Accept::Commit(id))
+        }
+        (None, None) => None,
+    };
+    if let Some(what) = &accept {
+        let by = store
+            .user_identity()?
+            .map(|(name, email)| format!("{name} <{email}>"))
+            .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
+        let accepted = fsck::accept(&store, what, &by).map_err(fsck_error)?;
+        output::status(&match accepted {
+            crate::event::AcceptedFinding::Rewrite { writer, seq, blobs } => format!(
+                "Accepted the rewrite of writer {writer}'s log at seq {seq} ({} versions), as {by}.",
+                blobs.len()
+            ),
+            crate::event::AcceptedFinding::Commit { commit, target } => format!(
+                "Accepted commit {} on {target}, as {by}.",
+                &commit[..12.min(commit.len())]
+            ),
+        });
+    }
+    if args.repair {
+        for line in fsck::repair(&store).map_err(fsck_error)? {
+            output::status(&format!("repair: {line}"));
+        }
+    }
+    let report = fsck::check(&store).map_err(fsck_error)?;
+    let mut out = output::Out::new();
+    if args.json {
+        let json = serde_json::json!({
+            "version": 1,
+            "ok": report.problems() == 0,
+            "problems": report.problems(),
+            "notes": report.notes(),
+            "accepted": report.accepted(),
+            "findings": report.findings,
+            "checked": report.checked,
+        });
+        out.line(&json.to_string());
+    } else {
+        for f in &report.findings {
+            render(&mut out, f);
+        }
+    }
+    let c = &report.checked;
+    let looked = format!(
+        "{} events of {} writers, {} commits on {} targets, {} kept commits, {} attempts, {} branches, {} worktrees",
+        c.events,
+        c.writers,
+        c.commits_verified,
+        c.targets.len(),
+        c.kept_commits,
+        c.attempts,
+        c.branches,
+        c.worktrees
+    );
+    let mut tail = Vec::new();
+    if report.notes() > 0 {
+        tail.push(format!("{} note(s)", report.notes()));
+    }
+    if report.accepted() > 0 {
+        tail.push(format!("{} accepted", report.accepted()));
+    }
+    let tail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!(", {}", tail.join(", "))
+    };
+    if report.problems() == 0 {
+        output::status(&format!("fsck: clean{tail} (checked {looked})."));
+        Ok(exit::OK)
+    } else {
+        output::status(&format!(
+            "fsck: {} problem(s){tail} (checked {looked}).",
+            report.problems()
+        ));
+        Ok(exit::BLOCKED)
+    }
+}
+
+fn render(out: &mut output::Out, f: &Finding) {
+    let level = match (f.severity, &f.accepted_by) {
+        (Severity::Problem, None) => "problem",
+        (Severity::Problem, Some(_)) => "accepted",
+        (Severity::Note, _) => "note",
+    };
+    out.line(&format!(
+        "{level:<8} {:<9} {}: {}",
+        f.check.as_str(),
+        f.subject,
+        f.message
+    ));
+    match &f.accepted_by {
+        Some(by) => out.line(&format!("{:18} accepted by {by}", "")),
+        None => out.line(&format!("{:18} fix: {}", "", f.fix)),
+    };
+}
