@@ -166,8 +166,16 @@ fn main() {
             let p = git_orch::run::workspace::paths(&ctx, sub, 1);
             let port =
                 git_orch::run::workspace::port_block(&p.worktree, 20_000, 20_000).unwrap_or(0);
-            git_orch::run::workspace::create(&store, &ctx, &sub.id, 1, &p, port, "fake", ctx.base)
-                .expect("create");
+            let new = git_orch::run::workspace::NewAttempt {
+                task: sub.id.clone(),
+                n: 1,
+                port,
+                agent: "fake".into(),
+                base: ctx.base,
+                start: None,
+                candidate: None,
+            };
+            git_orch::run::workspace::create(&store, &ctx, &p, &new).expect("create");
             store
                 .add_worktree(&p.worktree, &p.branch_ref)
                 .expect("worktree");

@@ -93,6 +93,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             breaker_retries: 20,
             breaker_empty: 3,
             workers: false,
+            best_of: 1,
         },
         carried: Default::default(),
         by: None,
@@ -116,6 +117,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             worktree: format!("/home/dev/proj.orch/{run}/{task}-1"),
             port: 20000 + t as u16 * 10,
             agent: "fake".into(),
+            candidate: None,
         }]);
         ops.push(vec![Event::AttemptStarted {
             run_id: run.clone(),

@@ -157,6 +157,10 @@ pub enum Event {
         /// First port of the attempt's block of [`PORT_BLOCK`].
         port: u16,
         agent: String,
+        /// One of several attempts run at once on the task (best of N),
+        /// of which one is chosen to land.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        candidate: Option<Candidate>,
     },
     /// The attempt's agent process is running.
     AttemptStarted {
@@ -323,6 +327,20 @@ pub enum Event {
         branch: String,
         /// Its tip when it was deleted.
         tip: String,
+    },
+    /// Every candidate of a best-of-N round ended and one was chosen to
+    /// land (or none passed): by gates, then the reviewer, then the
+    /// smaller diff. The others are archived: kept, never landed.
+    CandidatesJudged {
+        run_id: RunId,
+        task: TaskId,
+        /// The round: the number of its first attempt.
+        round: u32,
+        /// The chosen attempt; `None` when no candidate passed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        winner: Option<u32>,
+        /// Every candidate, best first.
+        ranking: Vec<CandidateRank>,
     },
     /// A person reviewed something `git orch fsck` found and accepted it;
     /// fsck lists it as accepted from then on instead of failing.
@@ -500,6 +518,33 @@ pub struct Carried {
     pub attempt: u32,
 }
 
+/// An attempt's place in a best-of-N round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// The number of the round's first attempt.
+    pub round: u32,
+    /// How many candidates the round has.
+    pub of: u32,
+}
+
+/// How one candidate of a round compared.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CandidateRank {
+    pub attempt: u32,
+    pub agent: String,
+    /// Passed every blocking gate.
+    pub passed: bool,
+    /// No reviewer gate rejected it (true when no reviewer ran).
+    pub reviewer_ok: bool,
+    /// Lines added plus lines removed against the attempt's base (a
+    /// binary file counts 1).
+    pub changed_lines: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Why it stands where it does, in a few words.
+    pub why: String,
+}
+
 /// Ports reserved per attempt, exported from `ORCH_PORT`.
 pub const PORT_BLOCK: u16 = 10;
 
@@ -523,6 +568,10 @@ pub struct RunSettings {
     /// it through claims; no `git orch run` drives it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub workers: bool,
+    /// Candidates run at once per task and round (`run --best-of N`; a
+    /// subtask's own `candidates` list wins). 1: one attempt at a time.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub best_of: u32,
 }
 
 /// Tokens and cost an agent reported.
@@ -548,6 +597,14 @@ pub struct AgentUsage {
     /// absent with no cost, and in logs from before estimates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_source: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -822,6 +879,7 @@ impl Event {
             Event::RunFinished { .. } => "run_finished",
             Event::WorkspaceCleaned { .. } => "workspace_cleaned",
             Event::AttemptBranchRemoved { .. } => "attempt_branch_removed",
+            Event::CandidatesJudged { .. } => "candidates_judged",
             Event::FindingAccepted { .. } => "finding_accepted",
             Event::Claimed { .. } => "claimed",
             Event::ClaimRenewed { .. } => "claim_renewed",
@@ -855,6 +913,7 @@ impl Event {
             | Event::RunFinished { run_id, .. }
             | Event::WorkspaceCleaned { run_id, .. }
             | Event::AttemptBranchRemoved { run_id, .. }
+            | Event::CandidatesJudged { run_id, .. }
             | Event::Claimed { run_id, .. }
             | Event::ClaimRenewed { run_id, .. }
             | Event::ClaimReleased { run_id, .. } => Some(run_id),
@@ -877,7 +936,8 @@ impl Event {
             | Event::LandingFailed { task, .. }
             | Event::LandingVoided { task, .. }
             | Event::WorkspaceCleaned { task, .. }
-            | Event::AttemptBranchRemoved { task, .. } => Some(task),
+            | Event::AttemptBranchRemoved { task, .. }
+            | Event::CandidatesJudged { task, .. } => Some(task),
             _ => None,
         }
     }
@@ -1062,6 +1122,22 @@ impl Event {
                 branch,
                 ..
             } => format!("{run_id}/{task} attempt {attempt} branch {branch} removed"),
+            Event::CandidatesJudged {
+                run_id,
+                task,
+                round,
+                winner,
+                ranking,
+            } => match winner {
+                Some(w) => format!(
+                    "{run_id}/{task} attempt {w} chosen of {} candidates (round {round})",
+                    ranking.len()
+                ),
+                None => format!(
+                    "{run_id}/{task} none of {} candidates passed (round {round})",
+                    ranking.len()
+                ),
+            },
             Event::FindingAccepted { finding, by } => match finding {
                 AcceptedFinding::Rewrite { writer, seq, .. } => {
                     format!("rewrite of writer {writer} at seq {seq} accepted by {by}")

@@ -225,6 +225,10 @@ impl From<RunError> for CommandError {
                 exit::ERROR,
                 Some("the remote's hook output above says why; `git orch sync` and try again once it is fixed".to_owned()),
             ),
+            E::CandidatesForWorkers { .. } => (
+                exit::USAGE,
+                Some("run it with `git orch run` (no --start-only) to have candidates judged".to_owned()),
+            ),
             E::UnknownTask { plan, .. } => (
                 exit::USAGE,
                 Some(format!("`git orch plan show {plan}` lists its tasks")),

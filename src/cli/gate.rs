@@ -51,7 +51,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
         None => r
             .tasks
             .get(&task)
-            .and_then(|t| t.attempts.last())
+            .and_then(|t| t.current())
             .map(|a| a.n)
             .ok_or_else(|| {
                 CommandError::error(format!(

@@ -96,6 +96,29 @@ pub fn plain_line(p: &Progress) -> String {
                 None => format!("  {task:<24} could not land: {reason}"),
             }
         }
+        Progress::Judged {
+            task,
+            winner,
+            ranking,
+        } => {
+            let others: Vec<String> = ranking
+                .iter()
+                .filter(|r| Some(r.attempt) != *winner)
+                .map(|r| format!("#{} {}", r.attempt, r.why))
+                .collect();
+            match winner {
+                Some(w) => format!(
+                    "  {task:<24} attempt {w} chosen of {} candidates; archived: {}",
+                    ranking.len(),
+                    others.join("; ")
+                ),
+                None => format!(
+                    "  {task:<24} none of {} candidates passed: {}",
+                    ranking.len(),
+                    others.join("; ")
+                ),
+            }
+        }
     }
 }
 
@@ -366,6 +389,13 @@ impl Renderer {
                 reason,
             } => {
                 let row = s.row(&task);
+                // A candidate that ended while a later one of its round
+                // still runs: the task is still running.
+                if row.state == Status::Running && row.attempt.is_some_and(|a| a > attempt) {
+                    row.detail = format!("candidate {attempt} {}", outcome.as_str());
+                    self.shared.1.notify_one();
+                    return;
+                }
                 // The attempt's end; what it means for the task (a retry
                 // due, or the budget spent) comes with the model's rows.
                 row.state = match outcome {
@@ -407,6 +437,24 @@ impl Renderer {
                     row.took = Some(now.saturating_duration_since(since));
                 }
                 row.detail = format!("could not land: {reason}");
+            }
+            Progress::Judged {
+                task,
+                winner,
+                ranking,
+            } => {
+                let row = s.row(&task);
+                match winner {
+                    Some(w) => {
+                        row.state = Status::Passed;
+                        row.attempt = Some(w);
+                        row.detail = format!("chosen of {} candidates", ranking.len());
+                    }
+                    None => {
+                        row.state = Status::Retrying;
+                        row.detail = format!("none of {} candidates passed", ranking.len());
+                    }
+                }
             }
         }
         // The ticker draws; wake it so a change shows within one frame.
@@ -818,6 +866,7 @@ mod tests {
             gate: Some("tests fail".into()),
             failure: failure.map(str::to_owned),
             writer: None,
+            candidates: Vec::new(),
         }
     }
 

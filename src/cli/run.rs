@@ -57,6 +57,13 @@ pub struct RunArgs {
     /// Start a new run of every task, landed before or not.
     #[arg(long, conflicts_with = "redo")]
     pub new: bool,
+    /// Best of N: run N attempts of each task at once (the cap and the
+    /// budget count each), land the one the gates, then a reviewer, then
+    /// the smaller diff choose, and archive the others. A subtask's own
+    /// `candidates` list of agents wins.
+    #[arg(long, value_name = "N", conflicts_with = "start_only",
+          value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub best_of: Option<u32>,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -110,7 +117,10 @@ pub fn reseed(
 pub fn changes_state(p: &Progress) -> bool {
     matches!(
         p,
-        Progress::Ended { .. } | Progress::Landed(_) | Progress::LandingFailed { .. }
+        Progress::Ended { .. }
+            | Progress::Landed(_)
+            | Progress::LandingFailed { .. }
+            | Progress::Judged { .. }
     )
 }
 
@@ -147,6 +157,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             })
             .collect::<Result<_, _>>()?,
         new: args.new,
+        best_of: args.best_of,
     };
     let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
         RunError::UnknownTask { ref plan, ref task } => {

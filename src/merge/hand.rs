@@ -203,6 +203,7 @@ pub async fn land(
         depends_on: Vec::new(),
         serial_only: false,
         branch: None,
+        candidates: Vec::new(),
         agent: None,
         retries: None,
         gates: Default::default(),

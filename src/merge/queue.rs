@@ -155,7 +155,7 @@ impl Queue {
             let Some(t) = run.tasks.get(&id) else {
                 continue;
             };
-            let Some(last) = t.attempts.last() else {
+            let Some(last) = t.current() else {
                 continue;
             };
             if !last.is_queued() {

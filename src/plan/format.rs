@@ -71,12 +71,20 @@ pub struct Subtask {
     /// Agent to use for this subtask (a name from `[agent "NAME"]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<String>,
+    /// Best of N: agents that each make an attempt at once, one per name
+    /// (a name may repeat); the gates, then a reviewer, then the smaller
+    /// diff choose the one that lands.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<String>,
     /// Retry budget for this subtask (default from config, 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gates: BTreeMap<String, GateSetting>,
 }
+
+/// The most candidates one best-of-N round runs at once.
+pub const MAX_CANDIDATES: usize = 8;
 
 /// A plan: one instruction split into subtasks.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +153,7 @@ const KNOWN_FIELDS: &[&str] = &[
     "serial_only",
     "branch",
     "agent",
+    "candidates",
     "retries",
     "run",
     "mode",
@@ -393,6 +402,16 @@ pub fn validate(plan: &Plan) -> Result<(), PlanError> {
         if let Some(a) = &s.agent {
             crate::ids::check("agent", a)
                 .map_err(|e| PlanError::Invalid(format!("subtask {id}: {e}")))?;
+        }
+        if s.candidates.len() > MAX_CANDIDATES {
+            return Err(PlanError::Invalid(format!(
+                "subtask {id}: {} candidates; at most {MAX_CANDIDATES} run at once",
+                s.candidates.len()
+            )));
+        }
+        for a in &s.candidates {
+            crate::ids::check("agent", a)
+                .map_err(|e| PlanError::Invalid(format!("subtask {id}: candidates: {e}")))?;
         }
         for (name, gate) in &s.gates {
             check_gate(&format!("subtask {id}: gate {name:?}"), name, gate)?;

@@ -47,6 +47,8 @@ pub struct Job {
     pub gates: Vec<GateDef>,
     /// This program, for the commit hook.
     pub exe: PathBuf,
+    /// Its place in a best-of-N round.
+    pub candidate: Option<crate::event::Candidate>,
 }
 
 impl Job {
@@ -84,6 +86,7 @@ impl Job {
             task: sub,
             n,
             exe,
+            candidate: None,
         })
     }
 }
@@ -299,9 +302,17 @@ async fn finish_unstarted(job: &Job, agent: &str, class: FailureClass, why: Stri
     let paths = workspace::paths(&ctx, &job.task, job.n);
     let why2 = why.clone();
     let ctx2 = ctx.clone();
-    let base = job.base;
+    let new = workspace::NewAttempt {
+        task: task.id.clone(),
+        n,
+        port: 0,
+        agent: agent_name,
+        base: job.base,
+        start: None,
+        candidate: job.candidate,
+    };
     let _ = blocking(&ctx, move |store| {
-        workspace::create(store, &ctx2, &task.id, n, &paths, 0, &agent_name, base)?;
+        workspace::create(store, &ctx2, &paths, &new)?;
         workspace::abandon_unmade(store, &ctx2.run, &task.id, n, &paths, &why2)
             .map_err(RunError::from)
     })
@@ -329,12 +340,18 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let port = workspace::port_block(&p.worktree, ctx.settings.port_base, ctx.settings.port_span)
         .unwrap_or(0);
     let c = ctx.clone();
-    let (base, start) = (job.base, job.start);
-    blocking(&ctx, move |store| {
-        workspace::create_at(store, &c, &task.id, n, &p, port, &agent, base, start)
-    })
-    .await
-    .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+    let new = workspace::NewAttempt {
+        task: task.id.clone(),
+        n,
+        port,
+        agent,
+        base: job.base,
+        start: job.start,
+        candidate: job.candidate,
+    };
+    blocking(&ctx, move |store| workspace::create(store, &c, &p, &new))
+        .await
+        .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
     // Recorded and branched: a panic from here on is the driver's to record.
     failpoint("attempt.created").await;
     let c = ctx.clone();

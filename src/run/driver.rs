@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use tokio::task::JoinSet;
 
-use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary, StopReason};
+use crate::event::{Candidate, Event, Failure, FailureClass, Outcome, RunSummary, StopReason};
 use crate::ids::TaskId;
 use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
@@ -66,6 +66,11 @@ pub async fn drive(
         driver.report_ended()?;
         let run = driver.read_run()?;
         driver.forward_cancels(&run);
+        let run = if driver.judge_rounds(&run)? {
+            driver.read_run()?
+        } else {
+            run
+        };
         if driver.stop.is_none() {
             driver.check_limits(&run)?;
         }
@@ -92,6 +97,10 @@ struct Live {
     cancel: CancellationToken,
 }
 
+/// A task's attempts running under this driver: one, or the candidates
+/// of a best-of-N round.
+type LiveTask = Vec<Live>;
+
 /// The state of one drive.
 struct Driver<'p> {
     store: Store,
@@ -104,10 +113,10 @@ struct Driver<'p> {
     since_ms: i64,
     exe: std::path::PathBuf,
     cancel_all: CancellationToken,
-    live: BTreeMap<TaskId, Live>,
+    live: BTreeMap<TaskId, LiveTask>,
     running: JoinSet<End>,
-    /// Which task each attempt's tokio task runs, to name a panic.
-    tasks: HashMap<tokio::task::Id, TaskId>,
+    /// Which attempt each tokio task runs, to name a panic.
+    tasks: HashMap<tokio::task::Id, (TaskId, u32)>,
     landings: JoinSet<Result<LandReport, String>>,
     stop: Option<DriveOutcome>,
     /// Attempts in a row whose task panicked: a bug that repeats stops
@@ -191,7 +200,9 @@ impl<'p> Driver<'p> {
                 .get(task)
                 .is_some_and(|t| t.control == Some(crate::event::Control::Cancel))
             {
-                live.cancel.cancel();
+                for l in live {
+                    l.cancel.cancel();
+                }
             }
         }
     }
@@ -237,7 +248,7 @@ impl<'p> Driver<'p> {
             return Ok(());
         }
         for task in schedule::ready_tasks(run, ctx.plan()) {
-            if self.live.len() >= self.ctx.run_settings.cap || self.live.contains_key(&task) {
+            if self.live_attempts() >= self.ctx.run_settings.cap || self.live.contains_key(&task) {
                 continue;
             }
             if self.waits_for_report(run, &task) {
@@ -256,21 +267,96 @@ impl<'p> Driver<'p> {
         Ok(())
     }
 
+    /// Attempts running now: what the cap counts.
+    fn live_attempts(&self) -> usize {
+        self.live.values().map(Vec::len).sum()
+    }
+
+    /// Starts the task's next attempt, or every candidate of its next
+    /// best-of-N round at once (when the cap has room for them all).
     fn start_attempt(&mut self, run: &RunState, task: &TaskId) -> Result<(), RunError> {
-        let n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
-        let job = Job::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
-        (self.progress)(Progress::Dispatched {
-            task: task.to_string(),
-            attempt: n,
-            agent: job.agents[0].clone(),
-        });
-        // Its own token, a child of the run's: cancelling the task stops
-        // this attempt, cancelling the run stops every attempt.
-        let cancel = self.cancel_all.child_token();
-        let handle = self.running.spawn(attempt::run(job, cancel.clone()));
-        self.tasks.insert(handle.id(), task.clone());
-        self.live.insert(task.clone(), Live { n, cancel });
+        let sub = self
+            .ctx
+            .plan()
+            .subtask(task.as_str())
+            .expect("ready tasks come from the plan")
+            .clone();
+        let chains = schedule::round_chains(&self.ctx, run, &sub);
+        let free = self
+            .ctx
+            .run_settings
+            .cap
+            .saturating_sub(self.live_attempts());
+        if chains.len() > free {
+            return Ok(());
+        }
+        let first = run.tasks.get(task).map_or(1, |t| t.next_attempt());
+        let of = chains.len() as u32;
+        for (i, chain) in chains.into_iter().enumerate() {
+            let n = first + i as u32;
+            let mut job = Job::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
+            if of > 1 {
+                job.agents = chain;
+                job.candidate = Some(Candidate { round: first, of });
+            }
+            (self.progress)(Progress::Dispatched {
+                task: task.to_string(),
+                attempt: n,
+                agent: job.agents[0].clone(),
+            });
+            // Its own token, a child of the run's: cancelling the task
+            // stops this attempt, cancelling the run stops every attempt.
+            let cancel = self.cancel_all.child_token();
+            let handle = self.running.spawn(attempt::run(job, cancel.clone()));
+            self.tasks.insert(handle.id(), (task.clone(), n));
+            self.live
+                .entry(task.clone())
+                .or_default()
+                .push(Live { n, cancel });
+        }
         Ok(())
+    }
+
+    /// Judges every best-of-N round whose candidates have all ended (here,
+    /// or before a crash): the best is chosen to land, the others are
+    /// archived with why.
+    fn judge_rounds(&mut self, run: &RunState) -> Result<bool, RunError> {
+        let mut judged = false;
+        for (task, t) in &run.tasks {
+            if self.live.contains_key(task) {
+                continue;
+            }
+            let Some((round, candidates)) = t.round_to_judge() else {
+                continue;
+            };
+            let store = &self.store;
+            let lines = |a: &crate::state::AttemptState| {
+                let (Ok(base), Some(Ok(result))) = (
+                    store.parse_oid(&a.base),
+                    a.result.as_ref().map(|r| store.parse_oid(&r.commit)),
+                ) else {
+                    return 0;
+                };
+                store.changed_lines(base, result).unwrap_or(u64::MAX)
+            };
+            let ranking = schedule::rank(&candidates, &lines);
+            let winner = ranking.first().filter(|r| r.passed).map(|r| r.attempt);
+            crate::failpoint::hit("candidates.judging");
+            self.store.append(vec![Event::CandidatesJudged {
+                run_id: self.ctx.run.clone(),
+                task: task.clone(),
+                round,
+                winner,
+                ranking: ranking.clone(),
+            }])?;
+            (self.progress)(Progress::Judged {
+                task: task.to_string(),
+                winner,
+                ranking,
+            });
+            judged = true;
+        }
+        Ok(judged)
     }
 
     /// Starts a landing when attempts wait in the queue and none runs.
@@ -354,10 +440,9 @@ impl<'p> Driver<'p> {
                 (end.task, end.n, end.outcome, end.failure.map(|f| f.reason))
             }
             Err(e) => {
-                let Some(task) = self.tasks.remove(&e.id()) else {
+                let Some((task, n)) = self.tasks.remove(&e.id()) else {
                     return Ok(());
                 };
-                let n = self.live.get(&task).map_or(0, |l| l.n);
                 let why = panic_message(e);
                 let failure = Failure {
                     class: FailureClass::Internal,
@@ -394,7 +479,12 @@ impl<'p> Driver<'p> {
                 (task, n, Outcome::Failed, Some(failure.reason))
             }
         };
-        self.live.remove(&task);
+        if let Some(live) = self.live.get_mut(&task) {
+            live.retain(|l| l.n != n);
+            if live.is_empty() {
+                self.live.remove(&task);
+            }
+        }
         (self.progress)(Progress::Ended {
             task: task.to_string(),
             attempt: n,
@@ -450,7 +540,7 @@ impl<'p> Driver<'p> {
                 && run
                     .tasks
                     .get(d)
-                    .and_then(|t| t.attempts.last())
+                    .and_then(|t| t.current())
                     .is_some_and(|a| a.landed.is_some())
         })
     }
@@ -502,7 +592,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 fn landed_tasks(run: &RunState) -> BTreeSet<TaskId> {
     run.tasks
         .iter()
-        .filter(|(_, t)| t.attempts.last().is_some_and(|a| a.landed.is_some()))
+        .filter(|(_, t)| t.current().is_some_and(|a| a.landed.is_some()))
         .map(|(id, _)| id.clone())
         .collect()
 }

@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub redo: Vec<TaskId>,
     /// Run every task again: carry nothing over from earlier runs.
     pub new: bool,
+    /// Candidates per task and round (best of N).
+    pub best_of: Option<u32>,
 }
 
 /// Why a run cannot start or go on. Each variant is one situation the
@@ -99,6 +101,10 @@ pub enum RunError {
     },
     #[error("plan {plan} has no task {task}")]
     UnknownTask { plan: PlanId, task: TaskId },
+    /// Best of N needs one driver to start a round's candidates together
+    /// and judge them; workers claim attempts one by one.
+    #[error("plan {plan} runs candidates (best of N), which workers do not: {why}")]
+    CandidatesForWorkers { plan: PlanId, why: String },
     #[error("run {run} has no task {task}")]
     NoTaskInRun { run: RunId, task: TaskId },
     #[error("{run}/{task} has no attempt {n}")]
@@ -289,6 +295,18 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         )));
     };
     let revision = *current;
+    if opts.start_only
+        && let Some(sub) = revision
+            .plan
+            .subtasks
+            .iter()
+            .find(|s| !s.candidates.is_empty())
+    {
+        return Err(RunError::CandidatesForWorkers {
+            plan: plan_id.clone(),
+            why: format!("subtask {} lists candidates", sub.id),
+        });
+    }
     let _plan_lock = if opts.dry_run {
         None
     } else {
@@ -380,6 +398,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             breaker_retries: settings.breaker.total_retries,
             breaker_empty: settings.breaker.consecutive_empty,
             workers: opts.start_only,
+            best_of: opts.best_of.unwrap_or(1).max(1),
         },
     };
     let carried = match &resume {

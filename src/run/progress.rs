@@ -40,6 +40,13 @@ pub enum Progress {
         attempt: String,
         reason: String,
     },
+    /// A best-of-N round was judged: the chosen candidate, if one passed,
+    /// and every candidate best first.
+    Judged {
+        task: String,
+        winner: Option<u32>,
+        ranking: Vec<crate::event::CandidateRank>,
+    },
 }
 
 /// What one landing of the merge queue did.

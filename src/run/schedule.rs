@@ -109,9 +109,12 @@ impl Breaker {
                     )
                 )
             }),
+            // A round's candidates beyond its first are not retries: they
+            // were asked for at once (best of N).
             retries: run
                 .attempts()
                 .filter(|(_, a)| a.n > 1 && a.created_ms >= since_ms)
+                .filter(|(_, a)| a.candidate.is_none_or(|c| c.round == a.n))
                 .count() as u32,
             empties: consecutive(&|c| c == Some(FailureClass::Empty)),
         }
@@ -150,7 +153,7 @@ pub fn retry_context(
 ) -> Option<RetryContext> {
     let mut ctx = failure_context(run, task)?;
     let t = run.tasks.get(task)?;
-    let last = t.attempts.last()?;
+    let last = t.current()?;
     let Some(result) = &last.result else {
         return Some(ctx);
     };
@@ -197,7 +200,7 @@ pub fn retry_context(
 fn failure_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
     let t = run.tasks.get(task)?;
     // Only the attempt right before the next one informs it.
-    let last = t.attempts.last()?;
+    let last = t.current()?;
     if let Some(f) = &last.landing_failure {
         let mut ctx = RetryContext::new(task.as_str(), last.n, f, &last.landing_verdicts);
         if !last.landing_conflicts.is_empty() {
@@ -241,7 +244,7 @@ pub fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask
             chain.push(f.clone());
         }
     }
-    if let Some(last) = run.tasks.get(&task.id).and_then(|t| t.attempts.last())
+    if let Some(last) = run.tasks.get(&task.id).and_then(|t| t.current())
         && last
             .failure
             .as_ref()
@@ -263,4 +266,120 @@ pub fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid
         Some(t) if store.is_ancestor(ctx.base, t)? => t,
         _ => ctx.base,
     })
+}
+
+/// The agent chains of the candidates the next round of `task` starts:
+/// one chain per candidate. A subtask's own `candidates` list names one
+/// agent per candidate (each keeps the run's fallbacks behind it); else
+/// the run's `best_of` copies of the task's chain. Never more than the
+/// cap, since every candidate is an attempt the cap counts. One chain is
+/// an ordinary attempt.
+pub fn round_chains(
+    ctx: &RunContext,
+    run: &RunState,
+    task: &crate::plan::Subtask,
+) -> Vec<Vec<String>> {
+    let chain = agent_chain(ctx, run, task);
+    let mut chains: Vec<Vec<String>> = if task.candidates.is_empty() {
+        vec![chain; ctx.run_settings.best_of.max(1) as usize]
+    } else {
+        task.candidates
+            .iter()
+            .map(|first| {
+                let mut c = vec![first.clone()];
+                c.extend(
+                    ctx.run_settings
+                        .fallback
+                        .iter()
+                        .filter(|f| *f != first)
+                        .cloned(),
+                );
+                c
+            })
+            .collect()
+    };
+    chains.truncate(ctx.run_settings.cap.max(1));
+    chains
+}
+
+/// A round's candidates, best first: passed every blocking gate, then not
+/// rejected by a reviewer, then the smaller diff, then the cheaper, then
+/// the earlier. `lines` gives a candidate's changed lines (0 without a
+/// result).
+pub fn rank(
+    round: &[&crate::state::AttemptState],
+    lines: &dyn Fn(&crate::state::AttemptState) -> u64,
+) -> Vec<crate::event::CandidateRank> {
+    use crate::event::{CandidateRank, GateStatus};
+    let mut ranked: Vec<CandidateRank> = round
+        .iter()
+        .map(|a| {
+            let passed = a.outcome == Some(Outcome::Passed);
+            let reviewer_ok = !a.verdicts.iter().any(|v| {
+                v.details.get("reviewer").is_some()
+                    && matches!(
+                        v.status,
+                        GateStatus::Fail | GateStatus::Warn | GateStatus::Error
+                    )
+            });
+            CandidateRank {
+                attempt: a.n,
+                agent: a.agent.clone(),
+                passed,
+                reviewer_ok,
+                changed_lines: if a.result.is_some() { lines(a) } else { 0 },
+                cost_usd: a.agent_run.as_ref().and_then(|r| r.usage.cost_usd),
+                why: String::new(),
+            }
+        })
+        .collect();
+    ranked.sort_by(|x, y| {
+        y.passed
+            .cmp(&x.passed)
+            .then(y.reviewer_ok.cmp(&x.reviewer_ok))
+            .then(x.changed_lines.cmp(&y.changed_lines))
+            .then(
+                x.cost_usd
+                    .unwrap_or(0.0)
+                    .total_cmp(&y.cost_usd.unwrap_or(0.0)),
+            )
+            .then(x.attempt.cmp(&y.attempt))
+    });
+    let best = ranked.first().filter(|r| r.passed).cloned();
+    for r in &mut ranked {
+        let a = round
+            .iter()
+            .find(|a| a.n == r.attempt)
+            .expect("ranked from the round");
+        r.why = match &best {
+            Some(b) if b.attempt == r.attempt => format!(
+                "chosen: passed its gates{}, {} changed line(s)",
+                if r.reviewer_ok {
+                    ""
+                } else {
+                    " (reviewer rejected; no better)"
+                },
+                r.changed_lines
+            ),
+            _ if !r.passed => match a.effective_failure() {
+                Some(f) => format!("did not pass: {}", f.reason),
+                None => format!(
+                    "did not pass ({})",
+                    a.outcome.map_or("open", |o| o.as_str())
+                ),
+            },
+            Some(b) if b.reviewer_ok && !r.reviewer_ok => {
+                format!(
+                    "passed, but the reviewer rejected it; attempt {} was chosen",
+                    b.attempt
+                )
+            }
+            Some(b) => format!(
+                "passed with {} changed line(s); attempt {} did it with {}",
+                r.changed_lines, b.attempt, b.changed_lines
+            ),
+            None => "did not pass".into(),
+        };
+    }
+    ranked
 }

@@ -291,6 +291,57 @@ pub struct TaskRow {
     pub failure: Option<String>,
     /// The clone that made the latest attempt.
     pub writer: Option<String>,
+    /// The candidates of the task's latest best-of-N round, if it ran one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<CandidateRow>,
+}
+
+/// One candidate of a best-of-N round, as shown.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CandidateRow {
+    pub attempt: u32,
+    pub agent: String,
+    /// `running`, `chosen`, `archived`, or, before the round is judged,
+    /// the attempt's outcome (`passed`, `failed`, `abandoned`).
+    pub state: String,
+    /// Why it was not chosen, or why it did not pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The money its agent reported, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+/// The candidates of `t`'s latest round (none when it ran no round).
+fn candidate_rows(t: &crate::state::TaskState) -> Vec<CandidateRow> {
+    let Some(c) = t.attempts.last().and_then(|a| a.candidate) else {
+        return Vec::new();
+    };
+    t.attempts
+        .iter()
+        .filter(|a| a.candidate.is_some_and(|x| x.round == c.round))
+        .map(|a| {
+            let state = if a.is_open() {
+                "running".to_owned()
+            } else if a.archived.is_some() {
+                "archived".to_owned()
+            } else if a.judged {
+                "chosen".to_owned()
+            } else {
+                a.outcome.map_or("running", |o| o.as_str()).to_owned()
+            };
+            CandidateRow {
+                attempt: a.n,
+                agent: a.agent.clone(),
+                state,
+                why: a
+                    .archived
+                    .clone()
+                    .or_else(|| a.effective_failure().map(|f| f.reason.clone())),
+                cost_usd: a.agent_run.as_ref().and_then(|r| r.usage.cost_usd),
+            }
+        })
+        .collect()
 }
 
 impl TaskRow {
@@ -313,7 +364,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             t.map_or(TaskStatus::Pending, |t| t.status(retries)),
             is_blocked,
         );
-        let last = t.and_then(|t| t.attempts.last());
+        let last = t.and_then(|t| t.current());
         let elapsed_ms = last.map(|a| {
             let start = a.started.map_or(a.created_ms, |s| s.time_ms);
             (a.finished_ms.unwrap_or(now_ms) - start).max(0)
@@ -387,6 +438,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             gate: gate.or_else(|| carried.map(|c| format!("landed by run {}", c.run))),
             failure,
             writer: last.map(|a| a.writer.to_string()),
+            candidates: t.map(candidate_rows).unwrap_or_default(),
         });
     }
     out

@@ -89,37 +89,40 @@ pub fn port_block(worktree: &Path, base: u16, span: u16) -> Option<u16> {
     None
 }
 
-/// Records attempt `n` and creates its branch at `base`, in one ref
-/// transaction.
-#[allow(clippy::too_many_arguments)]
+/// What a new attempt is recorded with.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    pub task: TaskId,
+    pub n: u32,
+    pub port: u16,
+    pub agent: String,
+    /// The commit its change is judged against.
+    pub base: Oid,
+    /// Where its branch starts when not at `base` (the previous attempt's
+    /// result, for a retry that continues it).
+    pub start: Option<Oid>,
+    /// Its place in a best-of-N round.
+    pub candidate: Option<crate::event::Candidate>,
+}
+
+/// Records the attempt and creates its branch at `start` or `base`, in
+/// one ref transaction.
 pub fn create(
     store: &Store,
     ctx: &RunContext,
-    task: &TaskId,
-    n: u32,
     p: &AttemptPaths,
-    port: u16,
-    agent: &str,
-    base: Oid,
+    new: &NewAttempt,
 ) -> Result<(), RunError> {
-    create_at(store, ctx, task, n, p, port, agent, base, None)
-}
-
-/// Records attempt `n` (judged against `base`) and creates its branch at
-/// `start` (the previous attempt's result, for a retry that continues
-/// it) or at `base`, in one ref transaction.
-#[allow(clippy::too_many_arguments)]
-pub fn create_at(
-    store: &Store,
-    ctx: &RunContext,
-    task: &TaskId,
-    n: u32,
-    p: &AttemptPaths,
-    port: u16,
-    agent: &str,
-    base: Oid,
-    start: Option<Oid>,
-) -> Result<(), RunError> {
+    let NewAttempt {
+        task,
+        n,
+        port,
+        agent,
+        base,
+        start,
+        candidate,
+    } = new;
+    let (n, port, base, start) = (*n, *port, *base, *start);
     store.transact(|store| {
         if store.ref_target(&p.branch_ref)?.is_some() {
             return Err(RunError::BranchExists(p.branch_ref.clone()));
@@ -136,6 +139,7 @@ pub fn create_at(
                     worktree: p.worktree.to_string_lossy().into_owned(),
                     port,
                     agent: agent.to_owned(),
+                    candidate: *candidate,
                 }],
                 refs: vec![RefUpdate::set(
                     &p.branch_ref,

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::event::{
-    AgentUsage, Control, Event, Failure, FailureClass, Outcome, Record, RunSettings, RunSummary,
-    StopReason, Verdict,
+    AgentUsage, Candidate, Control, Event, Failure, FailureClass, Outcome, Record, RunSettings,
+    RunSummary, StopReason, Verdict,
 };
 use crate::ids::{PlanId, RunId, TaskId, WriterId};
 
@@ -137,6 +137,13 @@ pub struct AttemptState {
     pub landing_conflicts: Vec<String>,
     pub landing_hunks: Vec<String>,
     pub landing_verdicts: Vec<Verdict>,
+    /// Its place in a best-of-N round, if it is a candidate.
+    pub candidate: Option<Candidate>,
+    /// Its round was judged (every candidate ended and one was chosen, or
+    /// none passed).
+    pub judged: bool,
+    /// A candidate that was not chosen: why. It never lands.
+    pub archived: Option<String>,
 }
 
 impl AttemptState {
@@ -170,11 +177,14 @@ impl AttemptState {
             || self.landing_failure.is_some()
     }
 
-    /// Passed its gates and waits for the merge queue.
+    /// Passed its gates and waits for the merge queue (a candidate only
+    /// once its round chose it).
     pub fn is_queued(&self) -> bool {
         self.outcome == Some(Outcome::Passed)
             && self.landed.is_none()
             && self.landing_failure.is_none()
+            && self.archived.is_none()
+            && (self.candidate.is_none() || self.judged)
     }
 
     /// Why it failed, counting a failed landing.
@@ -194,6 +204,9 @@ pub struct TaskState {
     pub budget_reset_after: u32,
     /// Landed by an earlier run of the plan: done here without an attempt.
     pub carried: Option<crate::event::Carried>,
+    /// Best-of-N rounds judged, by their first attempt: the chosen attempt,
+    /// or `None` when no candidate passed.
+    pub rounds: BTreeMap<u32, Option<u32>>,
 }
 
 /// Where a task stands.
@@ -259,14 +272,14 @@ impl TaskState {
             Some(Control::Skip) => return TaskStatus::Skipped,
             _ => {}
         }
-        let Some(last) = self.attempts.last() else {
+        let Some(last) = self.current() else {
             return if self.carried.is_some() {
                 TaskStatus::Done
             } else {
                 TaskStatus::Pending
             };
         };
-        if last.is_open() {
+        if last.is_open() || self.awaits_judgement() {
             return TaskStatus::Running;
         }
         if last.landed.is_some() {
@@ -289,12 +302,66 @@ impl TaskState {
         TaskStatus::Retrying
     }
 
-    /// Failed attempts that count against the budget.
-    pub fn failures(&self) -> u32 {
-        self.attempts
+    /// The attempt that stands for the task: the newest one, except that
+    /// a judged best-of-N round is represented by its chosen candidate
+    /// (or, when none passed, its last).
+    pub fn current(&self) -> Option<&AttemptState> {
+        let last = self.attempts.last()?;
+        let Some(c) = last.candidate else {
+            return Some(last);
+        };
+        match self.rounds.get(&c.round) {
+            Some(Some(winner)) => self.attempts.iter().find(|a| a.n == *winner).or(Some(last)),
+            _ => Some(last),
+        }
+    }
+
+    /// The newest best-of-N round has candidates still open, or all ended
+    /// and it is not judged yet.
+    pub fn awaits_judgement(&self) -> bool {
+        let Some(c) = self.attempts.last().and_then(|a| a.candidate) else {
+            return false;
+        };
+        !self.rounds.contains_key(&c.round)
+    }
+
+    /// The candidates of the newest round when every one has ended and
+    /// the round is not judged yet: what a driver judges next.
+    pub fn round_to_judge(&self) -> Option<(u32, Vec<&AttemptState>)> {
+        let c = self.attempts.last()?.candidate?;
+        if self.rounds.contains_key(&c.round) {
+            return None;
+        }
+        let round: Vec<&AttemptState> = self
+            .attempts
             .iter()
-            .filter(|a| a.n > self.budget_reset_after && a.counts_as_failure())
-            .count() as u32
+            .filter(|a| a.candidate.is_some_and(|x| x.round == c.round))
+            .collect();
+        round
+            .iter()
+            .all(|a| !a.is_open())
+            .then_some((c.round, round))
+    }
+
+    /// Failed attempts that count against the budget. A best-of-N round
+    /// counts once: when none of its candidates passed (or its chosen one
+    /// could not land).
+    pub fn failures(&self) -> u32 {
+        let attempts = self
+            .attempts
+            .iter()
+            .filter(|a| a.n > self.budget_reset_after)
+            .filter(|a| match a.candidate {
+                None => a.counts_as_failure(),
+                Some(_) => a.landing_failure.is_some(),
+            })
+            .count();
+        let rounds = self
+            .rounds
+            .iter()
+            .filter(|(round, winner)| **round > self.budget_reset_after && winner.is_none())
+            .count();
+        (attempts + rounds) as u32
     }
 
     /// The open attempt, if any.
@@ -502,6 +569,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             worktree,
             port,
             agent,
+            candidate,
             ..
         } => {
             if let Some(run) = runs.get_mut(run_id) {
@@ -532,6 +600,9 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         landing_conflicts: Vec::new(),
                         landing_hunks: Vec::new(),
                         landing_verdicts: Vec::new(),
+                        candidate: *candidate,
+                        judged: false,
+                        archived: None,
                     });
                     t.attempts.sort_by_key(|a| a.n);
                 }
@@ -787,6 +858,36 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 .and_then(|run| run.attempt_mut(task, *attempt))
             {
                 a.cleaned = true;
+            }
+        }
+        Event::CandidatesJudged {
+            run_id,
+            task,
+            round,
+            winner,
+            ranking,
+        } => {
+            let Some(t) = runs.get_mut(run_id).and_then(|run| run.tasks.get_mut(task)) else {
+                return;
+            };
+            // The first judgement of a round stands.
+            if t.rounds.contains_key(round) {
+                return;
+            }
+            t.rounds.insert(*round, *winner);
+            for a in t
+                .attempts
+                .iter_mut()
+                .filter(|a| a.candidate.is_some_and(|c| c.round == *round))
+            {
+                a.judged = true;
+                if Some(a.n) != *winner {
+                    let why = ranking
+                        .iter()
+                        .find(|r| r.attempt == a.n)
+                        .map_or_else(|| "not chosen".to_owned(), |r| r.why.clone());
+                    a.archived = Some(why);
+                }
             }
         }
         Event::AttemptBranchRemoved {
@@ -1053,6 +1154,7 @@ mod tests {
                 breaker_retries: 20,
                 breaker_empty: 3,
                 workers: false,
+                best_of: 1,
             },
             carried: Default::default(),
             by: None,
@@ -1070,6 +1172,46 @@ mod tests {
             worktree: "/w".into(),
             port: 20000,
             agent: "fake".into(),
+            candidate: None,
+        }
+    }
+
+    fn candidate(n: u32, round: u32, of: u32) -> Event {
+        match created(n) {
+            Event::AttemptCreated {
+                run_id,
+                task,
+                attempt,
+                branch,
+                base,
+                start,
+                worktree,
+                port,
+                agent,
+                ..
+            } => Event::AttemptCreated {
+                run_id,
+                task,
+                attempt,
+                branch,
+                base,
+                start,
+                worktree,
+                port,
+                agent,
+                candidate: Some(Candidate { round, of }),
+            },
+            _ => unreachable!(),
+        }
+    }
+
+    fn judged(round: u32, winner: Option<u32>) -> Event {
+        Event::CandidatesJudged {
+            run_id: run_id(),
+            task: task(),
+            round,
+            winner,
+            ranking: Vec::new(),
         }
     }
 
@@ -1084,6 +1226,59 @@ mod tests {
                 reason: "x".into(),
             }),
         }
+    }
+
+    #[test]
+    fn a_best_of_round_runs_until_judged_then_stands_for_its_winner() {
+        let mut records = vec![
+            rec(1, started()),
+            rec(2, candidate(1, 1, 2)),
+            rec(3, candidate(2, 1, 2)),
+            rec(4, finished(1, Outcome::Passed, None)),
+        ];
+        let task_of = |rs: &[Record]| fold(rs)[&run_id()].tasks[&task()].clone();
+        assert_eq!(task_of(&records).status(1), TaskStatus::Running);
+        records.push(rec(5, finished(2, Outcome::Passed, None)));
+        // Every candidate ended, none chosen yet: nothing is queued.
+        let t = task_of(&records);
+        assert_eq!(t.status(1), TaskStatus::Running);
+        assert!(t.attempts.iter().all(|a| !a.is_queued()));
+        assert_eq!(t.round_to_judge().map(|(r, c)| (r, c.len())), Some((1, 2)));
+        records.push(rec(6, judged(1, Some(1))));
+        let t = task_of(&records);
+        assert_eq!(t.status(1), TaskStatus::Passed);
+        assert_eq!(t.current().map(|a| a.n), Some(1));
+        assert!(t.attempts[0].is_queued());
+        assert!(
+            !t.attempts[1].is_queued(),
+            "the archived candidate waits to land"
+        );
+        assert!(t.attempts[1].archived.is_some());
+        assert!(t.round_to_judge().is_none());
+        // A second judgement of the same round changes nothing.
+        records.push(rec(7, judged(1, Some(2))));
+        assert_eq!(task_of(&records).current().map(|a| a.n), Some(1));
+    }
+
+    #[test]
+    fn a_round_where_none_passed_is_one_failure() {
+        let mut records = vec![
+            rec(1, started()),
+            rec(2, candidate(1, 1, 3)),
+            rec(3, candidate(2, 1, 3)),
+            rec(4, candidate(3, 1, 3)),
+        ];
+        for (i, n) in [1, 2, 3].into_iter().enumerate() {
+            records.push(rec(
+                5 + i as u64,
+                finished(n, Outcome::Failed, Some(FailureClass::Gate)),
+            ));
+        }
+        records.push(rec(8, judged(1, None)));
+        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        assert_eq!(t.failures(), 1);
+        assert_eq!(t.status(1), TaskStatus::Retrying);
+        assert_eq!(t.status(0), TaskStatus::Failed);
     }
 
     #[test]

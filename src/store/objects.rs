@@ -330,6 +330,31 @@ impl Store {
         Ok(out)
     }
 
+    /// Lines added plus lines removed from `old` to `new` (a binary file
+    /// counts 1): the size of a change, to prefer the smaller of two that
+    /// do the same job.
+    pub fn changed_lines(&self, old: Oid, new: Oid) -> Result<u64> {
+        let out = self.git().run([
+            "diff",
+            "--no-renames",
+            "--numstat",
+            &old.to_string(),
+            &new.to_string(),
+        ])?;
+        Ok(out
+            .lines()
+            .map(|l| {
+                let mut parts = l.split('\t');
+                let added = parts.next().and_then(|n| n.parse::<u64>().ok());
+                let removed = parts.next().and_then(|n| n.parse::<u64>().ok());
+                match (added, removed) {
+                    (Some(a), Some(r)) => a + r,
+                    _ => 1,
+                }
+            })
+            .sum())
+    }
+
     /// The paths that differ between two trees, without rename detection (a
     /// rename is a deletion plus an addition, so both sides are listed).
     pub fn diff_trees(&self, old: Oid, new: Oid) -> Result<Vec<PathChange>> {
