@@ -103,6 +103,15 @@ fn the_smallest_passing_candidate_lands_and_the_others_are_archived_with_why() {
     let (s1, why1) = state(1);
     assert_eq!(s1, "archived");
     assert!(why1.starts_with("did not pass"), "{why1}");
+    // The text view lists the candidates under their task.
+    let text = sb.orch_ok(&p.repo, &["status"]);
+    let archived: Vec<&str> = text.lines().filter(|l| l.contains("archived")).collect();
+    assert_eq!(archived.len(), 2, "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("chosen") && l.contains("#3")),
+        "{text}"
+    );
 }
 
 #[test]

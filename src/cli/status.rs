@@ -182,6 +182,21 @@ impl Snapshot {
                 .trim_end()
                 .to_owned(),
             );
+            // The candidates of a best-of-N round, under their task.
+            for c in &r.candidates {
+                lines.push(
+                    format!(
+                        "{:<task_w$}  {:<9}  {:>7}  {:<agent_w$}  {}",
+                        "",
+                        c.state,
+                        format!("#{}", c.attempt),
+                        c.agent,
+                        c.why.as_deref().unwrap_or_default()
+                    )
+                    .trim_end()
+                    .to_owned(),
+                );
+            }
         }
         lines
     }
