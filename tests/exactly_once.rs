@@ -336,3 +336,92 @@ fn after_ctrl_c_the_interrupted_tasks_show_as_stopped_and_nothing_unjudged_lands
         assert_eq!(count(&events(&sb, &p.repo), "landed", "a"), 1, "{window}");
     }
 }
+
+/// Two clones sharing one remote start the same plan at the same instant:
+/// the start is claimed on the remote by a non-forced push, so one clone
+/// runs the plan and the other is told whose run it is (or, if the first
+/// already finished, finds nothing to do). Each agent runs once and each
+/// task lands once on the remote's target, five times over.
+#[test]
+fn two_clones_starting_one_plan_at_once_run_it_once() {
+    for rep in 0..5 {
+        let mut sb = Sandbox::new();
+        let tasks: Vec<(&str, &[&str], &str)> = vec![
+            ("a", &[], "test -f src/a/done"),
+            ("b", &[], "test -f src/b/done"),
+        ];
+        let p = project(&mut sb, &tasks, None);
+        for t in ["a", "b"] {
+            p.script(t, &format!("sleep 0.5\nwrite src/{t}/done rep {rep}\n"));
+        }
+        let bare = sb.bare("remote.git");
+        sb.git(
+            &p.repo,
+            &["remote", "add", "origin", &bare.to_string_lossy()],
+        );
+        sb.git(&p.repo, &["push", "-q", "origin", "main"]);
+        sb.orch_ok(&p.repo, &["init", "--remote", "origin"]);
+        sb.orch_ok(&p.repo, &["sync"]);
+        let other = sb.clone_of(&bare, "other");
+        sb.orch_ok(&other, &["init", "--remote", "origin"]);
+        sb.orch_ok(&other, &["sync"]);
+        let spawn = |repo: &Path| {
+            sb.command("git-orch", repo)
+                .args(["run", "proj", "--agent", "fake"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run")
+        };
+        let (one, two) = (spawn(&p.repo), spawn(&other));
+        let outs = [
+            one.wait_with_output().expect("one"),
+            two.wait_with_output().expect("two"),
+        ];
+        let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+        assert!(
+            codes.contains(&Some(0)),
+            "rep {rep}: nobody ran it: {codes:?}\n{}\n{}",
+            stderr(&outs[0]),
+            stderr(&outs[1])
+        );
+        for o in &outs {
+            let code = o.status.code();
+            assert!(
+                code == Some(0)
+                    || (code == Some(3)
+                        && (stderr(o).contains("started by another clone")
+                            || stderr(o).contains("at the same moment"))),
+                "rep {rep}: {code:?}: {}",
+                stderr(o)
+            );
+        }
+        sb.orch_ok(&p.repo, &["sync"]);
+        sb.orch_ok(&other, &["sync"]);
+        sb.orch_ok(&p.repo, &["sync"]);
+        let evs = events(&sb, &p.repo);
+        let kinds = |k: &str| evs.iter().filter(|e| e["type"] == k).count();
+        assert_eq!(kinds("run_started"), 1, "rep {rep}: two runs started");
+        for t in ["a", "b"] {
+            assert_eq!(count(&evs, "attempt_started", t), 1, "rep {rep}: {t}");
+            assert_eq!(count(&evs, "landed", t), 1, "rep {rep}: {t}");
+        }
+        // A driver lands on its own clone's target: between the two
+        // clones, each task's commit is there once.
+        let landed = format!(
+            "{}{}",
+            sb.git(&p.repo, &["log", "--format=%s", "main"]),
+            sb.git(&other, &["log", "--format=%s", "main"])
+        );
+        for t in ["a", "b"] {
+            assert_eq!(
+                landed
+                    .lines()
+                    .filter(|l| l.contains(&format!("Task {t}")))
+                    .count(),
+                1,
+                "rep {rep}: {t} in:\n{landed}"
+            );
+        }
+    }
+}
