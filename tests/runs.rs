@@ -504,7 +504,7 @@ fn ctrl_c_exits_130_and_the_run_resumes_cleanly() {
     common::wait_until("both agents to start", Duration::from_secs(30), || {
         events(&sb, &p.repo)
             .iter()
-            .filter(|e| e["type"] == "agent_started")
+            .filter(|e| e["type"] == "attempt_started")
             .count()
             == 2
     });
