@@ -104,7 +104,31 @@ impl CommandError {
 
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
-        CommandError::from_error(exit::ERROR, &e)
+        let hint = match &e {
+            StoreError::NotARepository { .. } => Some(
+                "run git orch inside a git repository, or create one with `git init`".to_owned(),
+            ),
+            StoreError::Reftable { .. } => Some(
+                "convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`"
+                    .to_owned(),
+            ),
+            StoreError::StaleLock { path, .. } => Some(format!(
+                "if no git or git-orch process is running, a crash left it behind; remove it with `rm '{}'` and try again",
+                path.display()
+            )),
+            StoreError::Busy { .. } => Some(
+                "wait for it to finish; if it is hung, stop that process (the lock is released when it exits)"
+                    .to_owned(),
+            ),
+            StoreError::Contention { .. } => {
+                Some("another process is writing to it continuously; try again".to_owned())
+            }
+            StoreError::ReadOnlyView { .. } => {
+                Some("this is a bug in git-orch; hooks must only read".to_owned())
+            }
+            _ => None,
+        };
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
     }
 }
 
@@ -128,7 +152,12 @@ impl From<RevisionError> for CommandError {
                 "restore the ref from a clone with `git orch sync`, or add the plan again"
                     .to_owned(),
             ),
-            RevisionError::Store(_) => None,
+            RevisionError::Store(_) => {
+                let RevisionError::Store(e) = e else {
+                    unreachable!("matched above")
+                };
+                return e.into();
+            }
         };
         with_hint(CommandError::from_error(exit::ERROR, &e), hint)
     }
@@ -153,7 +182,12 @@ impl From<ReviewError> for CommandError {
             ReviewError::Config(_) => {
                 Some("fix .orch/config at the base commit, or the orch.* keys of this repository")
             }
-            ReviewError::Store(_) => None,
+            ReviewError::Store(_) => {
+                let ReviewError::Store(e) = e else {
+                    unreachable!("matched above")
+                };
+                return e.into();
+            }
         };
         let code = match &e {
             ReviewError::BadBase(_) => exit::USAGE,

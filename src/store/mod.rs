@@ -39,29 +39,21 @@ pub const ORCH_EMAIL: &str = "git-orch@localhost";
 /// What went wrong in the store, with enough context to act on.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error(
-        "not a git repository: {path}\nhint: run git orch inside a git repository, or create one with `git init`"
-    )]
+    #[error("not a git repository: {path}")]
     NotARepository { path: PathBuf },
     #[error(
-        "the repository at {path} stores refs in the reftable format, which git-orch does not support yet\nhint: convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`"
+        "the repository at {path} stores refs in the reftable format, which git-orch does not support yet"
     )]
     Reftable { path: PathBuf },
-    #[error(
-        "a lock file blocks updating {reference}: {path}\nhint: if no git or git-orch process is running, a crash left it behind; remove it with `rm '{path}'` and try again"
-    )]
+    #[error("a lock file blocks updating {reference}: {path}")]
     StaleLock { reference: String, path: PathBuf },
-    #[error(
-        "another git-orch process ({holder}) has held {path} for {seconds}s\nhint: wait for it to finish; if it is hung, stop that process (the lock is released when it exits)"
-    )]
+    #[error("another git-orch process ({holder}) has held {path} for {seconds}s")]
     Busy {
         path: PathBuf,
         holder: String,
         seconds: u64,
     },
-    #[error(
-        "{reference} kept changing under this update ({attempts} tries)\nhint: another process is writing to it continuously; try again"
-    )]
+    #[error("{reference} kept changing under this update ({attempts} tries)")]
     Contention { reference: String, attempts: u32 },
     #[error("{0}")]
     InvalidRefName(String),
@@ -78,7 +70,7 @@ pub enum StoreError {
     #[error("{0}")]
     Corrupt(String),
     #[error(
-        "refusing to update {reference}: this repository handle is a read-only view of a push in progress\nhint: this is a bug in git-orch; hooks must only read"
+        "refusing to update {reference}: this repository handle is a read-only view of a push in progress"
     )]
     ReadOnlyView { reference: String },
 }
