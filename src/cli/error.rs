@@ -348,6 +348,69 @@ impl From<crate::worker::WorkerError> for CommandError {
     }
 }
 
+impl From<crate::lead::LeadError> for CommandError {
+    fn from(e: crate::lead::LeadError) -> Self {
+        use crate::lead::LeadError as E;
+        let hint = match &e {
+            E::NoBase => Some("commit something first, or give --base".to_owned()),
+            E::BadBase(_) => Some("give a branch, tag or commit id".to_owned()),
+            E::Missing { .. } => Some(
+                "install it, or choose another agent with --agent (git orch agents lists them)"
+                    .to_owned(),
+            ),
+            E::OutFolderMissing { .. } => Some("create it, or choose another --out".to_owned()),
+            E::OutExists(_) => Some("remove it, or choose another --out".to_owned()),
+            E::OutInGitDir { git_dir, .. } => Some(format!(
+                "save drafts in the work tree or elsewhere; without --out they go to {}",
+                git_dir.join("orch/drafts").display()
+            )),
+            _ => None,
+        };
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+    }
+}
+
+impl From<crate::demo::DemoError> for CommandError {
+    fn from(e: crate::demo::DemoError) -> Self {
+        use crate::demo::DemoError as E;
+        let drop_agent = "or drop --agent to use the built-in demo agent";
+        let hint = match &e {
+            E::KeepNotEmpty(_) => Some(
+                "choose a folder that does not exist yet, e.g. --keep /tmp/orch-demo".to_owned(),
+            ),
+            E::UnknownAgent { .. } => Some(format!(
+                "use claude, codex, gemini or aider, an agent defined in the .orch/config of the project you are in, {drop_agent}"
+            )),
+            E::BadAgent { .. } => Some(format!("fix that section, {drop_agent}")),
+            E::AgentMissing { install, .. } => Some(format!("{install}, {drop_agent}")),
+            E::Spawn { .. } => Some("the demo needs git and a POSIX shell (sh) on PATH".to_owned()),
+            E::StepFailed { project, .. } => Some(format!(
+                "the demo's repository is kept at {} for a look (`git orch status` and `git orch log` there)",
+                project.display()
+            )),
+            E::Io { .. } => None,
+        };
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+    }
+}
+
+impl From<crate::demo::agent::AgentError> for CommandError {
+    fn from(e: crate::demo::agent::AgentError) -> Self {
+        use crate::demo::agent::AgentError as E;
+        let hint = match &e {
+            E::UnknownTask(_) => {
+                Some("it is run by `git orch demo`; use a real agent for other plans")
+            }
+            E::NoTask => Some("the demo agent is started by `git orch run`, which sets it"),
+            _ => None,
+        };
+        with_hint(
+            CommandError::from_error(exit::ERROR, &e),
+            hint.map(str::to_owned),
+        )
+    }
+}
+
 /// Errors whose texts already say all there is, with exit code 1.
 macro_rules! plain_errors {
     ($($t:ty),* $(,)?) => {$(
@@ -359,12 +422,7 @@ macro_rules! plain_errors {
     )*};
 }
 
-plain_errors!(
-    crate::ids::IdError,
-    crate::lead::LeadError,
-    crate::demo::DemoError,
-    crate::demo::agent::AgentError,
-);
+plain_errors!(crate::ids::IdError);
 
 fn with_hint(e: CommandError, hint: Option<String>) -> CommandError {
     match hint {

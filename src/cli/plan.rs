@@ -221,7 +221,7 @@ fn load(store: &Store, arg: &str) -> Result<(Plan, String), CommandError> {
 }
 
 fn review(store: &Store, plan: &Plan, base: Option<&str>) -> Result<Review, CommandError> {
-    approval::review(store, plan, base).map_err(|e| CommandError::error(e.to_string()))
+    approval::review(store, plan, base).map_err(CommandError::from)
 }
 
 /// Renders findings for people; used by `check`, `add` and `approve`.
@@ -671,7 +671,7 @@ fn new_with_agent(
         };
         tokio::select! {
             s = lead::run(store, &opts, &cancel, &show_progress) => {
-                s.map_err(|e| CommandError::error(e.to_string()))
+                s.map_err(CommandError::from)
             }
             _ = interrupt => unreachable!("the interrupt future never completes"),
         }

@@ -35,13 +35,11 @@ pub const TASKS: [&str; 5] = ["upper", "reverse", "wordcount", "shout", "ci"];
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error(
-        "the demo agent only knows the demo's tasks ({known}), not {0:?}\nhint: it is run by `git orch demo`; use a real agent for other plans",
+        "the demo agent only knows the demo's tasks ({known}), not {0:?}",
         known = TASKS.join(", ")
     )]
     UnknownTask(String),
-    #[error(
-        "ORCH_TASK is not set\nhint: the demo agent is started by `git orch run`, which sets it"
-    )]
+    #[error("ORCH_TASK is not set")]
     NoTask,
     #[error("cannot write {path}: {source}")]
     Write {

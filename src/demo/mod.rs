@@ -147,25 +147,17 @@ pub struct Finished {
 /// Why the demo could not run or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
-    #[error(
-        "--keep {0} is not an empty folder; the demo only writes into a new or empty one\nhint: choose a folder that does not exist yet, e.g. --keep /tmp/orch-demo"
-    )]
+    #[error("--keep {0} is not an empty folder; the demo only writes into a new or empty one")]
     KeepNotEmpty(PathBuf),
-    #[error(
-        "no agent named {name:?}\nhint: use claude, codex, gemini or aider, an agent defined in the .orch/config of the project you are in, or drop --agent to use the built-in demo agent"
-    )]
+    #[error("no agent named {name:?}")]
     UnknownAgent { name: String },
-    #[error(
-        "agent {name}: {source}\nhint: fix that section, or drop --agent to use the built-in demo agent"
-    )]
+    #[error("agent {name}: {source}")]
     BadAgent {
         name: String,
         #[source]
         source: crate::agent::AgentError,
     },
-    #[error(
-        "agent {name} runs `{program}`, which is not on PATH\nhint: {install}, or drop --agent to use the built-in demo agent"
-    )]
+    #[error("agent {name} runs `{program}`, which is not on PATH")]
     AgentMissing {
         name: String,
         program: String,
@@ -177,17 +169,13 @@ pub enum DemoError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "could not run `{command}`: {source}\nhint: the demo needs git and a POSIX shell (sh) on PATH"
-    )]
+    #[error("could not run `{command}`: {source}")]
     Spawn {
         command: String,
         #[source]
         source: crate::process::ProcessError,
     },
-    #[error(
-        "`{command}` {status}; the demo stopped\nhint: the demo's repository is kept at {project} for a look (`git orch status` and `git orch log` there)"
-    )]
+    #[error("`{command}` {status}; the demo stopped")]
     StepFailed {
         command: String,
         status: String,

@@ -78,18 +78,22 @@ pub struct Options {
 /// Why a session could not start or went wrong; nothing to keep.
 #[derive(Debug, thiserror::Error)]
 pub enum LeadError {
-    #[error("there is no commit to plan against\nhint: commit something first, or give --base")]
+    #[error("there is no commit to plan against")]
     NoBase,
-    #[error("--base {0:?} does not name a commit\nhint: give a branch, tag or commit id")]
+    #[error("--base {0:?} does not name a commit")]
     BadBase(String),
     #[error("{0}")]
     Agent(#[from] crate::agent::AgentError),
-    #[error(
-        "the lead agent {agent} cannot run: `{program}` is not on PATH\nhint: install it, or choose another agent with --agent (git orch agents lists them)"
-    )]
+    #[error("the lead agent {agent} cannot run: `{program}` is not on PATH")]
     Missing { agent: String, program: String },
     #[error("{0}")]
     Out(String),
+    #[error("--out {out}: the folder {folder} does not exist")]
+    OutFolderMissing { out: PathBuf, folder: PathBuf },
+    #[error("--out {0} already exists; git-orch does not overwrite it")]
+    OutExists(PathBuf),
+    #[error("--out {out} is inside the repository's git folder {git_dir}")]
+    OutInGitDir { out: PathBuf, git_dir: PathBuf },
     /// The sandbox `.orch/config` asks for cannot work here.
     #[error("{0}")]
     Sandbox(String),
@@ -126,30 +130,21 @@ pub fn check_out(store: &Store, out: &Path) -> Result<bool, LeadError> {
     };
     let parent = out.parent().unwrap_or(Path::new("/"));
     let Ok(parent) = parent.canonicalize() else {
-        return bad(format!(
-            "--out {}: the folder {} does not exist\nhint: create it, or choose another --out",
-            out.display(),
-            parent.display()
-        ));
+        return Err(LeadError::OutFolderMissing {
+            out: out.to_owned(),
+            folder: parent.to_owned(),
+        });
     };
     let out = parent.join(name);
     if std::fs::symlink_metadata(&out).is_ok() {
-        return bad(format!(
-            "--out {} already exists; git-orch does not overwrite it\nhint: remove it, or choose another --out",
-            out.display()
-        ));
+        return Err(LeadError::OutExists(out));
     }
     let git_dir = store
         .common_dir()
         .canonicalize()
         .unwrap_or_else(|_| store.common_dir().to_owned());
     if out.starts_with(&git_dir) {
-        return bad(format!(
-            "--out {} is inside the repository's git folder {}\nhint: save drafts in the work tree or elsewhere; without --out they go to {}",
-            out.display(),
-            git_dir.display(),
-            git_dir.join("orch/drafts").display()
-        ));
+        return Err(LeadError::OutInGitDir { out, git_dir });
     }
     let Some(workdir) = store.workdir() else {
         return Ok(false);
