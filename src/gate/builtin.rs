@@ -88,13 +88,12 @@ fn added_by(
 
 impl Changes {
     /// Reads the changes between two trees and the lines they add, and
-    /// what each of `steps` (commit, parent tree, tree: the attempt's
-    /// commits) did beyond that.
+    /// what each of `steps` (the attempt's commits) did beyond that.
     pub fn read(
         store: &Store,
         base_tree: Oid,
         result_tree: Oid,
-        steps: &[(Oid, Oid, Oid)],
+        steps: &[crate::store::CommitStep],
     ) -> Result<Self, StoreError> {
         let paths = store.diff_trees(base_tree, result_tree)?;
         let (added, added_files) = added_by(store, &paths)?;
@@ -103,7 +102,7 @@ impl Changes {
         if steps.len() > 1
             || steps
                 .first()
-                .is_some_and(|s| (s.1, s.2) != (base_tree, result_tree))
+                .is_some_and(|s| (s.before, s.after) != (base_tree, result_tree))
         {
             let net_paths: std::collections::HashSet<&str> =
                 paths.iter().map(|c| c.path.as_str()).collect();
@@ -112,8 +111,13 @@ impl Changes {
                 .map(|l| (l.path.as_str(), l.text.as_str()))
                 .collect();
             let mut seen_paths = std::collections::HashSet::new();
-            for &(commit, parent_tree, tree) in steps {
-                let step = store.diff_trees(parent_tree, tree)?;
+            for &crate::store::CommitStep {
+                commit,
+                before,
+                after,
+            } in steps
+            {
+                let step = store.diff_trees(before, after)?;
                 for c in &step {
                     if !net_paths.contains(c.path.as_str()) && seen_paths.insert(c.path.clone()) {
                         history.paths.push((c.path.clone(), commit));

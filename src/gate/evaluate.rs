@@ -30,7 +30,7 @@ pub struct Subject {
     pub result_tree: Oid,
     /// The attempt's commits from its base to its result: (commit, parent
     /// tree, tree), oldest first. Content gates judge each.
-    pub steps: Vec<(Oid, Oid, Oid)>,
+    pub steps: Vec<crate::store::CommitStep>,
     /// Whether the merge strategy keeps those commits on the target.
     pub every_commit: bool,
     /// Where command gates run.

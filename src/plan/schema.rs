@@ -55,7 +55,7 @@ mod tests {
             "gates":{"test":{"run":"make test","mode":"block","timeout":60}},
             "subtasks":[{"id":"a","title":"t","owned_globs":["a/**"],"deliverable":"d",
             "verification":"make a","depends_on":["b"],"serial_only":true,"branch":"x/a",
-            "agent":"claude","retries":1,"gates":{"lint":{"mode":"warn"}}},
+            "agent":"claude","candidates":["claude","codex"],"retries":1,"gates":{"lint":{"mode":"warn"}}},
             {"id":"b","title":"t","owned_globs":["b/**"],"deliverable":"d","verification":"make b"}]}"#;
         crate::plan::format::parse(text.as_bytes()).expect("full plan parses")
     }

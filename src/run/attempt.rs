@@ -712,7 +712,15 @@ async fn record_agent(
     .await;
 }
 
-/// Result commit, gates, note, keep ref and the attempt's end.
+/// What the commit phase made of the agent's work.
+struct Committed {
+    commit: crate::store::Oid,
+    tree: crate::store::Oid,
+    /// The commits from the base to the result, for per-commit gates.
+    steps: Vec<crate::store::CommitStep>,
+}
+
+/// Judges the attempt: commit its work, run its gates, decide, record.
 async fn judge(
     job: &Job,
     spec: &AgentSpec,
@@ -721,6 +729,26 @@ async fn judge(
     agent_run: &AgentOutcome,
     cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
+    let committed = commit(job, spec, paths).await?;
+    failpoint("attempt.result-recorded").await;
+    let stack = run_gates(job, spec, paths, env, &committed, cancel).await?;
+    if cancel.is_cancelled() {
+        return record_interrupted(job, stack).await;
+    }
+    let failure = decide(spec, agent_run, &stack);
+    let outcome = if failure.is_some() {
+        Outcome::Failed
+    } else {
+        Outcome::Passed
+    };
+    record_end_of(job, spec, &committed, &stack, outcome, failure.clone()).await?;
+    failpoint("attempt.finished").await;
+    Ok((outcome, failure))
+}
+
+/// The commit phase: whatever the agent left uncommitted becomes the
+/// result commit, recorded with how many paths it changes.
+async fn commit(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<Committed, RunError> {
     let ctx = job.ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
     let wt = paths.worktree.clone();
@@ -733,7 +761,7 @@ async fn judge(
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    let (commit, tree, steps) = blocking(&ctx, move |store| {
+    let committed = blocking(&ctx, move |store| {
         let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
             .map_err(RunError::Commit)?;
         let commit_id = store.parse_oid(&commit)?;
@@ -753,12 +781,29 @@ async fn judge(
             }],
         )?;
         let steps = store.commit_steps(base, commit_id)?;
-        Ok((commit_id, tree_id, steps))
+        Ok(Committed {
+            commit: commit_id,
+            tree: tree_id,
+            steps,
+        })
     })
     .await?;
     drop(permit);
-    failpoint("attempt.result-recorded").await;
-    let tree_hex = tree.to_string();
+    Ok(committed)
+}
+
+/// The gate phase: the attempt's gate stack on its result, reusing
+/// verdicts already recorded for the same tree and command.
+async fn run_gates(
+    job: &Job,
+    spec: &AgentSpec,
+    paths: &AttemptPaths,
+    env: &[(String, String)],
+    committed: &Committed,
+    cancel: &CancellationToken,
+) -> Result<gate::evaluate::StackOutcome, RunError> {
+    let ctx = job.ctx.clone();
+    let tree_hex = committed.tree.to_string();
     let cache = {
         let (tree_hex, state) = (tree_hex.clone(), ctx.state.clone());
         blocking(&ctx, move |store| {
@@ -780,13 +825,13 @@ async fn judge(
         blocking(&ctx, move |store| Ok(store.commit_info(b)?.tree)).await?
     };
     let subject = Subject {
-        steps,
+        steps: committed.steps.clone(),
         every_commit: ctx.settings.lands_attempt_commits(),
         common_dir: ctx.common_dir.clone(),
         task: job.task.clone(),
         attempt: job.n,
         base_tree,
-        result_tree: tree,
+        result_tree: committed.tree,
         worktree: paths.worktree.clone(),
         env: env.to_vec(),
         log_dir: paths.log_dir.clone(),
@@ -804,40 +849,55 @@ async fn judge(
             tell
         }),
     };
-    let stack = gate::evaluate(&subject, &job.gates, &lookup, cancel).await?;
-    if cancel.is_cancelled() {
-        // Gates stopped half way judge nothing: the attempt did not pass.
-        // Its verdicts so far are kept; it is judged again when resumed.
-        let f = Failure {
-            class: FailureClass::Interrupted,
-            reason: "stopped while its gates ran: the run was interrupted".into(),
-        };
-        let c = ctx.clone();
-        let (task, n) = (job.task.id.clone(), job.n);
-        let verdicts = stack.verdicts.clone();
-        let f2 = f.clone();
-        blocking(&ctx, move |store| {
-            let mut events: Vec<Event> = verdicts
-                .into_iter()
-                .map(|verdict| Event::GateVerdict {
-                    run_id: c.run.clone(),
-                    task: task.clone(),
-                    attempt: n,
-                    verdict,
-                })
-                .collect();
-            events.push(Event::AttemptFinished {
+    Ok(gate::evaluate(&subject, &job.gates, &lookup, cancel).await?)
+}
+
+/// Gates stopped half way judge nothing: the attempt did not pass. Its
+/// verdicts so far are kept; it is judged again when the run resumes.
+async fn record_interrupted(
+    job: &Job,
+    stack: gate::evaluate::StackOutcome,
+) -> Result<(Outcome, Option<Failure>), RunError> {
+    let ctx = job.ctx.clone();
+    let f = Failure {
+        class: FailureClass::Interrupted,
+        reason: "stopped while its gates ran: the run was interrupted".into(),
+    };
+    let c = ctx.clone();
+    let (task, n) = (job.task.id.clone(), job.n);
+    let f2 = f.clone();
+    blocking(&ctx, move |store| {
+        let mut events: Vec<Event> = stack
+            .verdicts
+            .into_iter()
+            .map(|verdict| Event::GateVerdict {
                 run_id: c.run.clone(),
-                task,
+                task: task.clone(),
                 attempt: n,
-                outcome: Outcome::Abandoned,
-                failure: Some(f2),
-            });
-            append(store, events)
-        })
-        .await?;
-        return Ok((Outcome::Abandoned, Some(f)));
-    }
+                verdict,
+            })
+            .collect();
+        events.push(Event::AttemptFinished {
+            run_id: c.run.clone(),
+            task,
+            attempt: n,
+            outcome: Outcome::Abandoned,
+            failure: Some(f2),
+        });
+        append(store, events)
+    })
+    .await?;
+    Ok((Outcome::Abandoned, Some(f)))
+}
+
+/// The decision: why the attempt failed, if it did. A deterministic gate
+/// failure says most about what to change; a crash or timeout comes next;
+/// then any other blocking gate.
+fn decide(
+    spec: &AgentSpec,
+    agent_run: &AgentOutcome,
+    stack: &gate::evaluate::StackOutcome,
+) -> Option<Failure> {
     let ended = agent_run.ended;
     let cause = agent_run
         .cause
@@ -869,20 +929,26 @@ async fn judge(
     } else {
         None
     };
-    // A deterministic gate failure says most about what to change; a crash
-    // or timeout comes next; then any other blocking gate.
-    let failure = match (&stack.failure, agent_failure) {
+    match (&stack.failure, agent_failure) {
         (Some(g), _) if matches!(g.class, FailureClass::Scope | FailureClass::Secret) => {
             Some(g.clone())
         }
         (_, Some(a)) => Some(a),
         (g, None) => g.clone(),
-    };
-    let outcome = if failure.is_some() {
-        Outcome::Failed
-    } else {
-        Outcome::Passed
-    };
+    }
+}
+
+/// The record phase: the verdicts and the end, in one append; the result
+/// kept (unless it may hold a secret) and its note written.
+async fn record_end_of(
+    job: &Job,
+    spec: &AgentSpec,
+    committed: &Committed,
+    stack: &gate::evaluate::StackOutcome,
+    outcome: Outcome,
+    failure: Option<Failure>,
+) -> Result<(), RunError> {
+    let ctx = job.ctx.clone();
     let secrets_clean = stack
         .verdicts
         .iter()
@@ -891,8 +957,8 @@ async fn judge(
     let c = ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
     let verdicts = stack.verdicts.clone();
-    let fail2 = failure.clone();
     let agent = spec.name.clone();
+    let commit = committed.commit;
     blocking(&ctx, move |store| {
         let mut events: Vec<Event> = verdicts
             .iter()
@@ -909,7 +975,7 @@ async fn judge(
             store.keep(&[commit], &format!("{}/{task}/attempt-{n}", c.run))?;
         }
         let note =
-            super::control::note_text(&c, &task, n, &agent, &verdicts, outcome, fail2.as_ref());
+            super::control::note_text(&c, &task, n, &agent, &verdicts, outcome, failure.as_ref());
         // Notes are derived; failing to write one does not fail the attempt.
         let _ = store.set_note(commit, &note);
         events.push(Event::AttemptFinished {
@@ -917,13 +983,11 @@ async fn judge(
             task,
             attempt: n,
             outcome,
-            failure: fail2,
+            failure,
         });
         append(store, events)
     })
-    .await?;
-    failpoint("attempt.finished").await;
-    Ok((outcome, failure))
+    .await
 }
 
 /// Records an attempt's end on its own (for ends without a result).

@@ -47,6 +47,16 @@ fn hunks(text: &str) -> Vec<String> {
     out
 }
 
+/// One commit of an attempt's history, as gates judge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitStep {
+    pub commit: Oid,
+    /// The tree of its first parent (the empty tree for a root commit).
+    pub before: Oid,
+    /// Its own tree.
+    pub after: Oid,
+}
+
 impl Store {
     /// Merges `ours` and `theirs` (trees) with `base` as their ancestor.
     pub fn merge_trees(
@@ -158,10 +168,9 @@ impl Store {
     }
 
     /// Every commit reachable from `tip` but not from `base` (side branches
-    /// an agent merged included), oldest first, each as (commit, the tree
-    /// of its first parent or the empty tree, its tree): the steps by which
-    /// the attempt's history got from `base` to `tip`.
-    pub fn commit_steps(&self, base: Oid, tip: Oid) -> Result<Vec<(Oid, Oid, Oid)>> {
+    /// an agent merged included), oldest first: the steps by which the
+    /// attempt's history got from `base` to `tip`.
+    pub fn commit_steps(&self, base: Oid, tip: Oid) -> Result<Vec<CommitStep>> {
         let listed = self
             .git()
             .run(["rev-list", "--reverse", &format!("{base}..{tip}")])?;
@@ -173,7 +182,11 @@ impl Store {
                 Some(p) => self.commit_info(*p)?.tree,
                 None => self.write_empty_tree()?,
             };
-            out.push((commit, parent_tree, info.tree));
+            out.push(CommitStep {
+                commit,
+                before: parent_tree,
+                after: info.tree,
+            });
         }
         Ok(out)
     }

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use crate::process::{Git, ProcessError};
 
 pub use gix::ObjectId as Oid;
+pub use merge::CommitStep;
 
 /// The fixed identity of every state commit, so they work in repositories
 /// without `user.name` and never borrow the user's name for machine records.
