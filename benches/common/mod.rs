@@ -181,3 +181,39 @@ pub fn fs_type(path: &Path) -> String {
     }
     best.0
 }
+
+/// What creating one small file costs under `dir` (create, write, rename
+/// into a subfolder, as a loose object is written), in microseconds. On
+/// ext4 this varies tenfold with how many files were deleted nearby in
+/// the last seconds, and git-orch writes several files per event, so
+/// every bench prints it.
+pub fn file_create_us(dir: &Path) -> f64 {
+    let probe = dir.join(format!(".fs-probe-{}", std::process::id()));
+    std::fs::create_dir_all(probe.join("sub")).expect("probe dir");
+    let n = 300;
+    let start = Instant::now();
+    for i in 0..n {
+        let tmp = probe.join(format!(".tmp{i}"));
+        std::fs::write(&tmp, [b'x'; 100]).expect("write");
+        std::fs::rename(&tmp, probe.join("sub").join(format!("f{i}"))).expect("rename");
+    }
+    let us = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let _ = std::fs::remove_dir_all(&probe);
+    us
+}
+
+/// One line about the machine and where the bench runs: cores, load
+/// average, the file system and what a new file costs there.
+pub fn machine(dir: &Path) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "{cores} cores, load average {}, {} on {} ({:.0} µs to create a file), binary {}",
+        load.join(" "),
+        dir.display(),
+        fs_type(dir),
+        file_create_us(dir),
+        orch_bin().display()
+    )
+}
