@@ -38,9 +38,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Measured, command, flush, git, measure, ms, orch};
@@ -49,7 +48,7 @@ use git_orch::event::{
     RunSummary, Verdict,
 };
 use git_orch::ids::{PlanId, RunId, TaskId, WriterId};
-use git_orch::store::log::{commit_message, event_path, parse_trailers};
+use git_orch::store::log::parse_trailers;
 
 /// Subtasks of each run in the generated history.
 const HISTORY_TASKS: usize = 5;
@@ -246,17 +245,11 @@ fn write_history(repo: &Path, events: usize) -> String {
         approval["hash"].as_str().expect("hash").to_owned(),
         approval["commit"].as_str().expect("commit").to_owned(),
     );
-    let mut child = command("git", repo)
-        .args(["fast-import", "--quiet", "--done"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("fast-import");
-    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
     let (mut seq, mut clock) = (pos.seq, pos.clock);
     let mut written = 0;
-    let mut first = true;
     let mut k = 0;
     let time = 1_767_225_600i64; // 2026-01-01
+    let mut ops: Vec<Vec<Record>> = Vec::new();
     while written < events {
         for op in history_run(k, &hash, &commit) {
             let records: Vec<Record> = op
@@ -275,35 +268,11 @@ fn write_history(repo: &Path, events: usize) -> String {
                 })
                 .collect();
             written += records.len();
-            let message = commit_message(&writer_id, &records);
-            writeln!(input, "commit {log_ref}").expect("write");
-            writeln!(
-                input,
-                "committer git-orch <git-orch@localhost> {} +0000",
-                time + clock as i64
-            )
-            .expect("write");
-            writeln!(input, "data {}\n{message}", message.len()).expect("write");
-            if first {
-                writeln!(input, "from {log_ref}^0").expect("write");
-                first = false;
-            }
-            for r in &records {
-                let bytes = serde_json::to_vec(r).expect("record");
-                let id =
-                    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &bytes)
-                        .expect("hash");
-                writeln!(input, "M 100644 inline {}", event_path(r.seq, id)).expect("write");
-                writeln!(input, "data {}", bytes.len()).expect("write");
-                input.write_all(&bytes).expect("write");
-                writeln!(input).expect("write");
-            }
+            ops.push(records);
         }
         k += 1;
     }
-    writeln!(input, "done").expect("write");
-    drop(input);
-    assert!(child.wait().expect("fast-import").success(), "fast-import");
+    common::fast_import_log(repo, &writer_id, ops);
     git(repo, &["gc", "-q"]);
     format!("history-{:06x}", k - 1)
 }

@@ -217,3 +217,58 @@ pub fn machine(dir: &Path) -> String {
         orch_bin().display()
     )
 }
+
+/// Appends `ops` (each op one log commit of its records, in order) to
+/// `refs/orch/log/<writer>` in `repo` with one `git fast-import`, in
+/// git-orch's own tree layout and commit format, as `Store::append` would
+/// have written them (each commit's tree lists every event so far). The
+/// ref may exist (the new commits continue it) or not.
+pub fn fast_import_log(
+    repo: &Path,
+    writer: &git_orch::ids::WriterId,
+    ops: impl IntoIterator<Item = Vec<git_orch::event::Record>>,
+) {
+    use git_orch::store::log::{commit_message, event_path};
+    use std::io::Write;
+    let log_ref = format!("refs/orch/log/{writer}");
+    let exists = command("git", repo)
+        .args(["rev-parse", "-q", "--verify", &log_ref])
+        .output()
+        .expect("git")
+        .status
+        .success();
+    let mut child = command("git", repo)
+        .args(["fast-import", "--quiet", "--done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("fast-import");
+    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut first = exists;
+    for records in ops {
+        let message = commit_message(writer, &records);
+        let time = records.last().map_or(0, |r| r.time_ms / 1000);
+        writeln!(input, "commit {log_ref}").expect("write");
+        writeln!(
+            input,
+            "committer git-orch <git-orch@localhost> {time} +0000"
+        )
+        .expect("write");
+        writeln!(input, "data {}\n{message}", message.len()).expect("write");
+        if first {
+            writeln!(input, "from {log_ref}^0").expect("write");
+            first = false;
+        }
+        for r in &records {
+            let bytes = serde_json::to_vec(r).expect("record");
+            let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &bytes)
+                .expect("hash");
+            writeln!(input, "M 100644 inline {}", event_path(r.seq, id)).expect("write");
+            writeln!(input, "data {}", bytes.len()).expect("write");
+            input.write_all(&bytes).expect("write");
+            writeln!(input).expect("write");
+        }
+    }
+    writeln!(input, "done").expect("write");
+    drop(input);
+    assert!(child.wait().expect("fast-import").success(), "fast-import");
+}
