@@ -111,6 +111,8 @@ fn main() {
         attempt: 1,
         base_tree: store.parse_oid(&base).expect("oid"),
         result_tree: store.parse_oid(&result).expect("oid"),
+        steps: Vec::new(),
+        every_commit: false,
         worktree: repo.clone(),
         env: vec![],
         log_dir: root.join("logs"),
@@ -199,6 +201,8 @@ fn main() {
             .commit_info(store.parse_oid(&result_commit).expect("oid"))
             .expect("c")
             .tree,
+        steps: Vec::new(),
+        every_commit: false,
         worktree: big.clone(),
         env: vec![],
         log_dir: root.join("logs-big"),

@@ -113,6 +113,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             workers: false,
         },
         carried: Default::default(),
+        by: None,
     }]];
     ops.push(vec![Event::RunResumed {
         run_id: run.clone(),
@@ -129,6 +130,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             attempt: 1,
             branch: format!("orch/{run}/{task}/attempt-1"),
             base: old.clone(),
+            start: None,
             worktree: format!("/home/dev/proj.orch/{run}/{task}-1"),
             port: 20000 + t as u16 * 10,
             agent: "fake".into(),

@@ -346,3 +346,129 @@ pub fn verify(store: &Store, id: &PlanId, require_signed: bool) -> Result<Verdic
     }
     Ok(Verdict::Valid { current, approval })
 }
+
+/// One person's approval of a branch for `git orch land`, as stored in the
+/// approval commit's `approval.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchApprovalFile {
+    pub version: u32,
+    /// Always `branch`: tells it from a plan decision.
+    pub kind: String,
+    pub branch: String,
+    pub commit: String,
+    /// The tree the approval is bound to.
+    pub tree: String,
+    pub decision: Decision,
+    pub approver: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub time_ms: i64,
+}
+
+/// A branch approval as recorded.
+#[derive(Debug, Clone)]
+pub struct RecordedBranchApproval {
+    pub file: BranchApprovalFile,
+    pub commit: Oid,
+    pub signed: bool,
+}
+
+/// Records that `approver` approves branch `branch` at `commit` (whose
+/// tree is `tree`) for `git orch land`: an approval commit holding
+/// `approval.json` with the approved tip as its parent (signed with the
+/// user's git signing setup when `sign`), a `branch_approved` event, and
+/// `refs/orch/keep` moved to keep the approval commit, in one operation.
+pub fn record_branch(
+    store: &Store,
+    branch: &str,
+    commit: Oid,
+    tree: Oid,
+    approver: &str,
+    note: Option<&str>,
+    sign: bool,
+) -> Result<RecordedBranchApproval, ApprovalError> {
+    let file = BranchApprovalFile {
+        version: 1,
+        kind: "branch".into(),
+        branch: branch.to_owned(),
+        commit: commit.to_string(),
+        tree: tree.to_string(),
+        decision: Decision::Approve,
+        approver: approver.to_owned(),
+        note: note.map(str::to_owned),
+        time_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or_default(),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&file).expect("approvals serialise");
+    bytes.push(b'\n');
+    let blob = store.write_blob(&bytes)?;
+    let approval_tree = store.write_tree(&[(APPROVAL_FILE, blob)])?;
+    let message = format!(
+        "approve branch {branch} for landing\n\nOrch-Branch: {branch}\nOrch-Commit: {commit}\nOrch-Tree: {tree}\nOrch-Decision: approve\n"
+    );
+    let approval = if sign {
+        store.write_signed_commit(&message, approval_tree, &[commit])?
+    } else {
+        store.write_commit(&message, approval_tree, &[commit])?
+    };
+    store.transact(|store| {
+        let keep = store.keep_update(
+            store.ref_target(crate::store::refs::KEEP_REF)?,
+            &[approval],
+            &format!("approval of branch {branch}"),
+        )?;
+        Ok::<_, ApprovalError>((
+            Operation {
+                events: vec![Event::BranchApproved {
+                    branch: branch.to_owned(),
+                    commit: commit.to_string(),
+                    tree: tree.to_string(),
+                    approver: approver.to_owned(),
+                    note: note.map(str::to_owned),
+                    signed: sign,
+                    approval: approval.to_string(),
+                }],
+                refs: vec![keep],
+            },
+            (),
+        ))
+    })?;
+    Ok(RecordedBranchApproval {
+        file,
+        commit: approval,
+        signed: sign,
+    })
+}
+
+/// Reads the branch approval commit `commit`: why not, when it is not one
+/// git-orch wrote approving exactly `tree`.
+pub fn read_branch_approval(
+    store: &Store,
+    commit: Oid,
+    tree: &str,
+) -> Result<RecordedBranchApproval, String> {
+    let bytes = store
+        .file_at(commit, APPROVAL_FILE)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the approval commit {commit} holds no {APPROVAL_FILE}"))?;
+    let file: BranchApprovalFile = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the approval commit {commit} is unreadable: {e}"))?;
+    if file.kind != "branch" || file.decision != Decision::Approve {
+        return Err(format!("{commit} is not the approval of a branch"));
+    }
+    if file.tree != tree {
+        return Err(format!(
+            "the approval {commit} is for tree {}, not {tree}",
+            file.tree
+        ));
+    }
+    let signed = store.commit_info(commit).map_err(|e| e.to_string())?.signed;
+    Ok(RecordedBranchApproval {
+        file,
+        commit,
+        signed,
+    })
+}

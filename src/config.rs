@@ -149,6 +149,62 @@ pub struct Settings {
     /// `[price "MODEL"]` sections: prices that override or extend the
     /// built-in table, per model name prefix.
     pub prices: BTreeMap<String, Price>,
+    /// `[land]`: how the commits a landing makes read.
+    pub land: LandSettings,
+    /// `[orch] retryFrom`: where a retry's worktree starts.
+    pub retry_from: RetryFrom,
+}
+
+/// Where a retry's worktree starts (`[orch] retryFrom`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetryFrom {
+    /// From the previous result after a content failure of the attempt
+    /// (tests, verification, placeholders, review); from the current
+    /// target after anything else (scope, secrets, a crash, an empty
+    /// result, a landing that conflicted or failed the integration gate).
+    #[default]
+    Auto,
+    /// Always from the base.
+    Base,
+    /// From the previous result whenever it passed scope and secrets.
+    Previous,
+}
+
+/// How the commit a subtask lands as reads (`[land]` in `.orch/config`).
+/// Templates take `{title}`, `{deliverable}`, `{task}`, `{plan}`, `{run}`,
+/// `{attempt}` and `{agent}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LandSettings {
+    /// The subject line (default `{title}`).
+    pub subject: String,
+    /// The body above the trailers (default `{deliverable}`).
+    pub body: String,
+    /// When the agent made exactly one commit, use its subject instead.
+    pub agent_subject: bool,
+    /// Commit as git-orch (`committer = git-orch`) rather than as the
+    /// person who started the run (`committer = author`, the default).
+    pub orch_committer: bool,
+}
+
+impl Default for LandSettings {
+    fn default() -> Self {
+        Self {
+            subject: "{title}".into(),
+            body: "{deliverable}".into(),
+            agent_subject: false,
+            orch_committer: false,
+        }
+    }
+}
+
+impl Settings {
+    /// Whether the merge strategy puts an attempt's own commits on the
+    /// target (`rebase`, `merge`) rather than one commit per subtask
+    /// (`squash`, the default): then every one of them must pass the
+    /// content gates, not only the net change.
+    pub fn lands_attempt_commits(&self) -> bool {
+        matches!(self.merge_strategy.as_deref(), Some("rebase" | "merge"))
+    }
 }
 
 impl Default for Settings {
@@ -181,6 +237,8 @@ impl Default for Settings {
             integration: Vec::new(),
             sandbox: SandboxSettings::default(),
             prices: BTreeMap::new(),
+            land: LandSettings::default(),
+            retry_from: RetryFrom::Auto,
         }
     }
 }
@@ -314,6 +372,20 @@ impl Settings {
             if let Some(v) = boolean(orch, "reviewerindependent")? {
                 s.reviewer_independent = v;
             }
+            if let Some(v) = orch.get("retryfrom") {
+                s.retry_from = match v {
+                    "auto" => RetryFrom::Auto,
+                    "base" => RetryFrom::Base,
+                    "previous" => RetryFrom::Previous,
+                    other => {
+                        return Err(err(
+                            orch,
+                            "retryFrom",
+                            format!("{other:?} is not auto, base or previous"),
+                        ));
+                    }
+                };
+            }
             if let Some(v) = orch.get("sandbox") {
                 s.sandbox.mode = SandboxMode::parse(v).ok_or_else(|| {
                     err(
@@ -322,6 +394,33 @@ impl Settings {
                         format!("{v:?} is not a sandbox mode; use auto, bwrap or none"),
                     )
                 })?;
+            }
+        }
+        if let Some(land) = values.section("land", None) {
+            if let Some(v) = land.get("subject") {
+                if v.trim().is_empty() {
+                    return Err(err(land, "subject", "must not be empty".into()));
+                }
+                s.land.subject = v.to_owned();
+            }
+            if let Some(v) = land.get("body") {
+                s.land.body = v.to_owned();
+            }
+            if let Some(v) = boolean(land, "agentsubject")? {
+                s.land.agent_subject = v;
+            }
+            if let Some(v) = land.get("committer") {
+                s.land.orch_committer = match v {
+                    "author" => false,
+                    "git-orch" => true,
+                    other => {
+                        return Err(err(
+                            land,
+                            "committer",
+                            format!("{other:?} is not author or git-orch"),
+                        ));
+                    }
+                };
             }
         }
         if let Some(sb) = values.section("sandbox", None) {

@@ -128,6 +128,10 @@ pub enum Event {
         /// leaves them out).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         carried: std::collections::BTreeMap<TaskId, Carried>,
+        /// The person who started the run (git's author identity in that
+        /// clone): the author of what the run lands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<Person>,
     },
     /// A driver process took over an existing run (after a crash, Ctrl-C,
     /// or on another invocation of the same `run` command).
@@ -143,7 +147,12 @@ pub enum Event {
         task: TaskId,
         attempt: u32,
         branch: String,
+        /// The commit its change is judged against and landed from.
         base: String,
+        /// Where its branch starts when not at `base`: the previous
+        /// attempt's result, for a retry that continues it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        start: Option<String>,
         worktree: String,
         /// First port of the attempt's block of [`PORT_BLOCK`].
         port: u16,
@@ -366,6 +375,48 @@ pub enum Event {
         /// Masked tail of its output.
         tail: String,
     },
+    /// A person approved a branch for `git orch land` (`git orch approve
+    /// --branch`): the decision is bound to the exact tree of the branch's
+    /// tip, so any change to the branch voids it. Not part of any run.
+    BranchApproved {
+        /// The branch, without `refs/heads/`.
+        branch: String,
+        /// Its tip when approved.
+        commit: String,
+        /// That tip's tree: what the approval is bound to.
+        tree: String,
+        approver: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        /// Whether the approval commit carries a gpg/ssh signature.
+        signed: bool,
+        /// The approval commit: its tree holds `approval.json`, its parent
+        /// is the approved tip; `refs/orch/keep` keeps it reachable.
+        approval: String,
+    },
+    /// `git orch land` moved the target to a candidate holding an approved
+    /// branch, after the integration gate passed on it, by compare-and-swap
+    /// from `old` (recorded first, like `landed`). Not part of any run.
+    BranchLanded {
+        /// Names this landing (`land-<12 hex>`): its scratch worktree and
+        /// gate logs under `.git/orch/`.
+        landing: String,
+        branch: String,
+        /// The branch tip that landed, and its tree (the approved one).
+        commit: String,
+        tree: String,
+        /// The approval commit that allowed it.
+        approval: String,
+        target: String,
+        /// The target's tip before and after.
+        old: String,
+        new: String,
+        strategy: String,
+        /// The commits the landing added to the target, oldest first.
+        commits: Vec<String>,
+        /// The integration gate's verdicts on the candidate `new`.
+        verdicts: Vec<Verdict>,
+    },
 }
 
 /// How one lead-agent round ended.
@@ -398,6 +449,13 @@ impl PlanRoundOutcome {
             PlanRoundOutcome::Interrupted => "interrupted",
         }
     }
+}
+
+/// A person as git names one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Person {
+    pub name: String,
+    pub email: String,
 }
 
 /// Where a task carried into a run landed.
@@ -735,6 +793,8 @@ impl Event {
             Event::ApprovalRecorded { .. } => "approval_recorded",
             Event::DebugMarker { .. } => "debug_marker",
             Event::PlanRound { .. } => "plan_round",
+            Event::BranchApproved { .. } => "branch_approved",
+            Event::BranchLanded { .. } => "branch_landed",
         }
     }
 
@@ -998,6 +1058,24 @@ impl Event {
                 };
                 format!("plan new round {round}/{rounds} by {agent}: {what}")
             }
+            Event::BranchApproved {
+                branch,
+                tree,
+                approver,
+                ..
+            } => format!(
+                "branch {branch} approved for landing by {approver} (tree {})",
+                &tree[..tree.len().min(12)]
+            ),
+            Event::BranchLanded {
+                branch,
+                target,
+                new,
+                ..
+            } => format!(
+                "branch {branch} landed on {target} at {}",
+                &new[..new.len().min(12)]
+            ),
         }
     }
 }

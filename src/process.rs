@@ -718,6 +718,23 @@ pub fn on_path(program: &str) -> bool {
     })
 }
 
+/// Starts `command` (a shell command line, as git runs `core.pager`) with
+/// a pipe on its stdin and this process's stdout and stderr, for a pager.
+pub fn spawn_pager(
+    command: &str,
+    env: &[(&str, &str)],
+) -> Result<std::process::Child, ProcessError> {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(command).stdin(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().map_err(|source| ProcessError::Spawn {
+        program: command.to_owned(),
+        source,
+    })
+}
+
 /// Limits glibc's per-thread malloc arenas for a long-lived process with a
 /// few worker threads: each arena keeps its freed memory, and a driver's
 /// resident size is mostly that. A no-op on other C libraries.

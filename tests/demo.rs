@@ -75,6 +75,17 @@ fn the_demo_lands_all_five_tasks_from_a_folder_that_is_not_a_repository() {
         "demo failed: {}\n{text}",
         stderr(&out)
     );
+    // The run's lines follow the log's order: a dependency's landing is
+    // shown before its dependent starts.
+    let at = |line: &str| {
+        text.find(line)
+            .unwrap_or_else(|| panic!("no line {line:?} in:\n{text}"))
+    };
+    assert!(
+        at("upper                    attempt 1 landed")
+            < at("shout                    attempt 1 started"),
+        "{text}"
+    );
     for heading in [
         "1. A project",
         "2. A plan",

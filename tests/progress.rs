@@ -6,15 +6,15 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{Project, Sandbox, block_landings, project, stderr, stdout, unblock_landings};
+use common::{
+    Project, Sandbox, block_landings, needs_program, project, stderr, stdout, unblock_landings,
+};
 
-fn have(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success())
+/// Whether util-linux `script` is here (under `CI=true` it must be).
+fn have_script() -> bool {
+    needs_program("script", "Debian/Ubuntu: apt-get install bsdutils")
 }
 
 fn two_slow_tasks(sb: &mut Sandbox) -> Project {
@@ -61,8 +61,7 @@ fn moves_up(text: &str) -> bool {
 
 #[test]
 fn on_a_terminal_rows_are_redrawn_in_place_in_colour() {
-    if !have("script") {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !have_script() {
         return;
     }
     let mut sb = Sandbox::new();
@@ -72,18 +71,20 @@ fn on_a_terminal_rows_are_redrawn_in_place_in_colour() {
     assert!(out.status.success(), "{text}{}", stderr(&out));
     assert!(moves_up(&text), "no cursor movement:\n{text:?}");
     assert!(text.contains("\x1b[2K"), "lines are not cleared:\n{text:?}");
-    // Each task's row goes from running to landed, redrawn, not appended.
+    // Each task's row goes from running to done, redrawn, not appended,
+    // under column headers.
+    assert!(text.contains("TASK  STATE"), "no column headers:\n{text:?}");
     for task in ["alpha", "beta"] {
         let running = positions(&text, &format!(r"{task} +\x1b\[33mrunning"));
-        let landed = positions(&text, &format!(r"{task} +\x1b\[1;32mlanded"));
+        let landed = positions(&text, &format!(r"{task} +\x1b\[1;32mdone"));
         assert!(!running.is_empty(), "{task} never shown running:\n{text:?}");
         assert!(!landed.is_empty(), "{task} never shown landed:\n{text:?}");
         assert!(running[0] < *landed.last().expect("landed"), "{text:?}");
     }
     // The current step shows while an attempt runs.
     assert!(text.contains("agent fake"), "{text:?}");
-    // The final frame stays: the summary line counts both landed.
-    assert!(text.contains("2 landed"), "{text:?}");
+    // The final frame stays: the summary line counts both done.
+    assert!(text.contains("2 done"), "{text:?}");
     assert!(
         text.contains("Run "),
         "the closing line is missing:\n{text:?}"
@@ -94,8 +95,7 @@ fn on_a_terminal_rows_are_redrawn_in_place_in_colour() {
 
 #[test]
 fn no_color_on_a_terminal_keeps_the_redraw_and_drops_the_colour() {
-    if !have("script") {
-        eprintln!("skipped: util-linux `script` is not installed");
+    if !have_script() {
         return;
     }
     let mut sb = Sandbox::new();
@@ -107,7 +107,7 @@ fn no_color_on_a_terminal_keeps_the_redraw_and_drops_the_colour() {
     assert!(moves_up(&text), "no cursor movement:\n{text:?}");
     assert!(!has_sgr(&text), "colour despite NO_COLOR:\n{text:?}");
     assert!(text.contains("running"), "{text:?}");
-    assert!(text.contains("landed"), "{text:?}");
+    assert!(text.contains("done"), "{text:?}");
 }
 
 #[test]
@@ -132,7 +132,10 @@ fn through_a_pipe_progress_is_plain_lines() {
         err.contains("alpha                    attempt 1: agent fake"),
         "{err}"
     );
-    assert!(err.contains("alpha/1                  landed"), "{err}");
+    assert!(
+        err.contains("alpha                    attempt 1 landed"),
+        "{err}"
+    );
     assert_eq!(stdout(&out), "", "progress went to stdout");
 }
 
@@ -167,7 +170,7 @@ fn merge_json_stdout_parses_while_stderr_shows_live_progress() {
         "{report}"
     );
     assert!(moves_up(&err) || err.contains("\x1b[2K"), "{err:?}");
-    assert!(err.contains("landed"), "{err:?}");
+    assert!(err.contains("done"), "{err:?}");
     let status: serde_json::Value =
         serde_json::from_str(sb.orch_ok(&p.repo, &["status", "--json"]).trim())
             .expect("status --json parses");

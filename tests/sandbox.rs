@@ -166,9 +166,10 @@ fn a_sandboxed_agent_cannot_write_outside_its_worktree_but_its_work_lands() {
         listener.accept().is_err(),
         "the agent reached the SSH agent socket"
     );
-    // The agent's own commit is part of what landed.
+    // The agent's own committed work is part of what landed (one commit
+    // per subtask, titled by the subtask).
     let log = sb.git(&p.repo, &["log", "--format=%s", "main"]);
-    assert!(log.lines().any(|l| l == "a: own commit"), "{log}");
+    assert!(log.lines().any(|l| l == "Task a"), "{log}");
     assert_eq!(sandboxes_of(&sb, &p.repo), ["bwrap", "bwrap"]);
     let verdicts: Vec<serde_json::Value> = events(&sb, &p.repo)
         .into_iter()

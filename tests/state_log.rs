@@ -234,7 +234,14 @@ fn a_server_ref_rewound_by_force_push_loses_nothing_locally() {
     let before = sb.orch_ok(&a, &["log", "--json"]);
     // Someone rewinds the server's copy of a's log by three commits.
     sb.git(&remote, &["update-ref", &log_ref, &format!("{log_ref}~3")]);
-    sb.orch_ok(&b, &["sync"]);
+    // b sees its copy of a's log go backwards: reported, nothing dropped.
+    let out = sb.orch(&b, &["sync"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("writer {writer}")),
+        "{}",
+        stderr(&out)
+    );
     sb.orch_ok(&a, &["sync"]);
     assert_eq!(sb.orch_ok(&a, &["log", "--json"]), before);
     assert_eq!(sb.orch_ok(&b, &["log", "--json"]), before);
@@ -587,4 +594,115 @@ fn the_end_of_test_fsck_check_catches_a_missing_tree() {
     sb.git(&repo, &["update-ref", "-d", "refs/orch/keep"]);
     sb.git(&repo, &["reflog", "expire", "--expire=now", "--all"]);
     sb.git(&repo, &["prune", "--expire=now"]);
+}
+
+/// Forges a rewrite of `writer`'s log in `repo`: the event at seq 2 (the
+/// first after `init`) gets
+/// other content at the same path, recommitted on the same parents, and
+/// force-pushed to `remote`'s copy (the push's output is returned).
+fn forge_first_event(sb: &Sandbox, repo: &Path, writer: &str) -> std::process::Output {
+    let log_ref = format!("refs/orch/log/{writer}");
+    let listing = sb.git(repo, &["ls-tree", "-r", &log_ref]);
+    let (entry, path) = listing
+        .lines()
+        .map(|l| l.split_once('\t').expect("ls-tree line"))
+        .find(|(_, p)| p.contains("/0000000002-"))
+        .expect("seq 2");
+    let blob = entry.split_whitespace().nth(2).expect("blob id");
+    let genuine = sb.git(repo, &["cat-file", "-p", blob]);
+    let forged = genuine.replace("\"genuine\"", "\"forged\"");
+    assert_ne!(forged, genuine);
+    let forged_file = sb.path().join("forged.json");
+    std::fs::write(&forged_file, &forged).expect("write");
+    let forged_blob = sb.git(repo, &["hash-object", "-w", &forged_file.to_string_lossy()]);
+    // Rebuild the tip's tree with the forged blob at the same path.
+    let index = sb.path().join("forge.index");
+    let env_index = [("GIT_INDEX_FILE", index.to_string_lossy().into_owned())];
+    let git_with = |args: &[&str]| {
+        let out = sb
+            .command("git", repo)
+            .envs(env_index.iter().map(|(k, v)| (*k, v.as_str())))
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    git_with(&["read-tree", &log_ref]);
+    git_with(&[
+        "update-index",
+        "--cacheinfo",
+        &format!("100644,{forged_blob},{path}"),
+    ]);
+    let tree = git_with(&["write-tree"]);
+    let message = sb.git(repo, &["log", "-1", "--format=%B", &log_ref]);
+    let parent = sb.git(repo, &["rev-parse", &format!("{log_ref}^")]);
+    let commit = sb.git(repo, &["commit-tree", &tree, "-p", &parent, "-m", &message]);
+    sb.git_output(
+        repo,
+        &[
+            "push",
+            "-q",
+            "--force",
+            "origin",
+            &format!("{commit}:{log_ref}"),
+        ],
+    )
+}
+
+#[test]
+fn another_writers_rewritten_log_is_kept_beside_the_original_and_reported() {
+    let sb = Sandbox::new();
+    let (_remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(
+        &a,
+        &["debug", "append", "--label", "genuine", "--count", "2"],
+    );
+    sb.orch_ok(&a, &["sync"]);
+    sb.orch_ok(&b, &["sync"]);
+    let writer = sb.git(&a, &["config", "orch.writerId"]);
+    // Someone rewrites a's first event and force-pushes it.
+    let pushed = forge_first_event(&sb, &a, &writer);
+    assert!(pushed.status.success(), "{}", stderr(&pushed));
+    let out = sb.orch(&b, &["sync"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains(&format!("writer {writer}")), "{text}");
+    assert!(text.contains("both versions are kept"), "{text}");
+    // Both events are there to read, the genuine one and the forgery.
+    let events = log_json(&sb, &b);
+    let labels: Vec<&str> = events
+        .iter()
+        .filter(|e| e["writer"] == writer.as_str() && e["seq"] == 2)
+        .map(|e| e["label"].as_str().expect("label"))
+        .collect();
+    assert_eq!(labels.len(), 2, "{events:?}");
+    assert!(
+        labels.contains(&"genuine") && labels.contains(&"forged"),
+        "{labels:?}"
+    );
+}
+
+#[test]
+fn with_the_server_hook_a_rewrite_never_reaches_the_remote() {
+    let sb = Sandbox::new();
+    let (remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(&remote, &["hooks", "install", "--server"]);
+    sb.orch_ok(
+        &a,
+        &["debug", "append", "--label", "genuine", "--count", "2"],
+    );
+    sb.orch_ok(&a, &["sync"]);
+    let writer = sb.git(&a, &["config", "orch.writerId"]);
+    let pushed = forge_first_event(&sb, &a, &writer);
+    assert!(!pushed.status.success(), "the hook let a rewrite in");
+    assert!(
+        stderr(&pushed).contains("does not descend"),
+        "{}",
+        stderr(&pushed)
+    );
+    let out = sb.orch(&b, &["sync"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = log_json(&sb, &b);
+    assert!(events.iter().all(|e| e["label"] != "forged"));
 }

@@ -378,3 +378,174 @@ fn a_run_whose_approval_was_withdrawn_is_not_worked() {
     let claims = sb.git(&bare, &["for-each-ref", "refs/orch/claims/"]);
     assert_eq!(claims, "", "nothing claimed");
 }
+
+#[test]
+fn a_worker_takes_its_remote_and_cap_from_config() {
+    let mut sb = Sandbox::new();
+    let (_bare, a, _run) = shared_run(&mut sb, 5);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(
+        scripts.join("default.script"),
+        "run sh -c \"mkdir -p src/$ORCH_TASK && echo yes > src/$ORCH_TASK/done\"\n",
+    )
+    .expect("script");
+    // `init --remote origin` set orch.remote; the cap is the project's.
+    sb.git(&a, &["config", "orch.cap", "3"]);
+    let exe = common::bin_dir().join("git-orch");
+    let out = sb
+        .command(&exe.to_string_lossy(), &a)
+        .args(["worker", "--agent", "fake", "--once", "--poll", "0.2"])
+        .output()
+        .expect("worker runs");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Worker on origin (cap 3,"),
+        "{}",
+        stderr(&out)
+    );
+    let me = sb.git(&a, &["config", "orch.writerId"]);
+    let claims: Vec<serde_json::Value> = log(&sb, &a)
+        .into_iter()
+        .filter(|e| e["type"] == "claimed" && e["what"] != "_queue" && e["writer"] == me.as_str())
+        .collect();
+    assert_eq!(
+        claims.len(),
+        3,
+        "one round claims up to the cap: {claims:?}"
+    );
+    // Without a remote anywhere: a usage error that says how to set one.
+    let lone = sb.repo("lone");
+    let out = sb
+        .command(&exe.to_string_lossy(), &lone)
+        .args(["worker", "--once"])
+        .output()
+        .expect("worker runs");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("orch.remote"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_driver_on_a_synced_clone_leaves_the_workers_run_and_its_live_attempts_alone() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 1);
+    let scripts = sb.path().join("scripts");
+    // The worker's agent runs until the test has looked.
+    let gate = sb.path().join("agent-may-finish");
+    std::fs::write(
+        scripts.join("default.script"),
+        format!(
+            "run sh -c \"while test ! -f '{}'; do sleep 0.05; done\"\nwrite src/t0/done yes\n",
+            gate.display()
+        ),
+    )
+    .expect("script");
+    let b = clone(&sb, &bare, "b");
+    let w = worker(&sb, &b, &["--agent", "fake", "--until-done"]);
+    // Wait for the worker's attempt to be running, seen from a.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        sb.orch_ok(&a, &["sync"]);
+        if log(&sb, &a)
+            .iter()
+            .any(|e| e["type"] == "attempt_started" && e["run_id"] == run.as_str())
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the worker never started its agent"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let alive = || !git_orch::process::find_by_env(&[("ORCH_RUN", run.as_str())]).is_empty();
+    assert!(alive(), "the worker's agent is not running");
+    // A `git orch run` of the plan on the starting clone does not drive
+    // the workers' run: it says so, and touches nothing.
+    let out = sb.orch(&a, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("worked by workers"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(alive(), "the driver killed the worker's agent");
+    sb.orch_ok(&a, &["sync"]);
+    assert!(
+        !log(&sb, &a)
+            .iter()
+            .any(|e| e["type"] == "attempt_finished" && e["outcome"] == "abandoned"),
+        "an attempt of the worker was abandoned"
+    );
+    std::fs::write(&gate, "").expect("let the agent finish");
+    let out = wait(w, Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// Three workers on one bare remote, thirty runs one after another: every
+/// run finishes with each task landed once.
+#[test]
+fn three_workers_land_every_task_of_thirty_runs_exactly_once() {
+    let mut sb = Sandbox::new();
+    let (bare, a, _first) = shared_run(&mut sb, 3);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(
+        scripts.join("default.script"),
+        "run sh -c \"mkdir -p src/$ORCH_TASK && echo $ORCH_RUN > src/$ORCH_TASK/done\"\n",
+    )
+    .expect("script");
+    let b = clone(&sb, &bare, "b");
+    let c = clone(&sb, &bare, "c");
+    let args = ["--agent", "fake", "--cap", "2", "--until-done"];
+    let reps: usize = std::env::var("ORCH_WORKER_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    for rep in 0..reps {
+        if rep > 0 {
+            sb.orch_ok(&a, &["sync"]);
+            sb.orch_ok(&a, &["run", "proj", "--start-only", "--new"]);
+            sb.orch_ok(&a, &["sync"]);
+        }
+        let run = log(&sb, &a)
+            .iter()
+            .rev()
+            .find(|e| e["type"] == "run_started")
+            .and_then(|e| e["run_id"].as_str())
+            .expect("run")
+            .to_owned();
+        let workers: Vec<Child> = [&a, &b, &c].iter().map(|r| worker(&sb, r, &args)).collect();
+        for w in workers {
+            let out = wait(w, Duration::from_secs(120));
+            assert_eq!(out.status.code(), Some(0), "rep {rep}: {}", stderr(&out));
+        }
+        sb.orch_ok(&a, &["sync"]);
+        let evs = log(&sb, &a);
+        for t in ["t0", "t1", "t2"] {
+            let landed = evs
+                .iter()
+                .filter(|e| e["type"] == "landed" && e["run_id"] == run.as_str() && e["task"] == t)
+                .count();
+            let voided = evs
+                .iter()
+                .filter(|e| {
+                    e["type"] == "landing_voided" && e["run_id"] == run.as_str() && e["task"] == t
+                })
+                .count();
+            assert_eq!(
+                landed - voided,
+                1,
+                "rep {rep}: {t} landed {landed}, voided {voided}"
+            );
+            assert_eq!(
+                sb.git(&bare, &["show", &format!("main:src/{t}/done")]),
+                run,
+                "rep {rep}"
+            );
+        }
+        assert!(
+            evs.iter()
+                .any(|e| e["type"] == "run_finished" && e["run_id"] == run.as_str()),
+            "rep {rep}: the run did not finish"
+        );
+    }
+}

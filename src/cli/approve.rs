@@ -9,16 +9,32 @@ use crate::event::Decision;
 use crate::ids::PlanId;
 use crate::plan::revisions;
 
-/// Approve the current revision of a plan (or send it back with --revise).
+/// Approve the current revision of a plan (or send it back with --revise),
+/// or a person's branch for `git orch land` (--branch).
 ///
 /// The approval is bound to the plan's content hash: any later change to
 /// the plan voids it. A plan with blocking findings cannot be approved.
+/// With --branch it is bound to the exact tree of the branch's tip: any
+/// later change to the branch voids it. Approving what is already approved
+/// records nothing (say so with --again to record another decision, e.g.
+/// a signed one).
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct ApproveArgs {
     /// The plan id.
-    #[arg(required = true)]
+    #[arg(
+        required_unless_present = "branch",
+        conflicts_with = "branch",
+        add = super::completions::plans()
+    )]
     pub plan: Option<String>,
+    /// Approve this branch's current tip for `git orch land` instead of a
+    /// plan.
+    #[arg(long, value_name = "BRANCH", conflicts_with_all = ["revise", "base"], add = super::completions::branches())]
+    pub branch: Option<String>,
+    /// Record the decision even if the same one is already recorded.
+    #[arg(long)]
+    pub again: bool,
     /// Who decides (default: git's user.name <user.email>).
     #[arg(long, value_name = "WHO")]
     pub approver: Option<String>,
@@ -46,6 +62,8 @@ pub enum ApproveCommand {
 /// Exit 0 only if the latest decision approves the plan's current bytes.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub plan: String,
     /// Print the result as JSON on stdout.
     #[arg(long)]
@@ -84,7 +102,6 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
         return verify(cli, v);
     }
     let store = open_store(&cli.directory)?;
-    let id = plan_id(args.plan.as_deref().expect("clap requires the plan"))?;
     if let Some(n) = &args.note
         && (n.len() > 64 * 1024 || n.chars().any(|c| c.is_control() && c != '\n'))
     {
@@ -92,14 +109,35 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
             "the note must be text of at most 64 KiB",
         ));
     }
+    if let Some(branch) = &args.branch {
+        return approve_branch(&store, args, branch);
+    }
+    let id = plan_id(args.plan.as_deref().expect("clap requires the plan"))?;
     let current = revisions::latest(&store, &id)
         .map_err(|e| CommandError::error(e.to_string()))?
         .ok_or_else(|| {
-            CommandError::error(format!(
-                "no plan {id}\nhint: store it first with `git orch plan add <file>`"
+            CommandError::error(super::suggest::with_plan_hint(
+                &format!("no plan {id}\nhint: store it first with `git orch plan add <file>`"),
+                id.as_str(),
+                &store,
             ))
         })?;
     let who = approver(&store, args.approver.as_deref())?;
+    if !args.again && !args.revise {
+        let latest =
+            approval::latest(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
+        if let Some(a) = latest
+            && a.approval.decision == Decision::Approve
+            && a.approval.plan_hash == current.hash
+            && (a.signed || !args.sign)
+        {
+            output::status(&format!(
+                "Plan {id} revision {} ({}) is already approved by {}; nothing recorded.\nhint: `--again` records another approval",
+                current.revision, current.hash, a.approval.approver
+            ));
+            return Ok(exit::OK);
+        }
+    }
     let decision = if args.revise {
         Decision::Revise
     } else {
@@ -150,8 +188,13 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?
         .is_some_and(|v| v == "true");
-    let verdict = approval::verify(&store, &id, require_signed)
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let verdict = approval::verify(&store, &id, require_signed).map_err(|e| {
+        CommandError::error(super::suggest::with_plan_hint(
+            &e.to_string(),
+            id.as_str(),
+            &store,
+        ))
+    })?;
     if args.json {
         let (state, current, approval) = match &verdict {
             Verdict::Valid { current, approval } => ("approved", current, Some(approval)),
@@ -183,4 +226,46 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
     } else {
         Err(CommandError::with_code(exit::BLOCKED, verdict.explain()))
     }
+}
+
+/// `approve --branch`: binds a person's approval to the branch tip's tree.
+fn approve_branch(store: &crate::store::Store, args: &ApproveArgs, given: &str) -> CommandResult {
+    let branch = super::land::branch_name(store, given)?;
+    let tip = store
+        .ref_target(&format!("refs/heads/{branch}"))?
+        .ok_or_else(|| CommandError::error(format!("no branch {branch}")))?;
+    let tree = store.commit_info(tip)?.tree;
+    let who = approver(store, args.approver.as_deref())?;
+    if !args.again {
+        let mut index = crate::state::StateIndex::open(store)?;
+        if let Some(a) = index.branch_approval_for_tree(&tree.to_string())?
+            && a.branch == branch
+            && (a.signed || !args.sign)
+        {
+            output::status(&format!(
+                "Branch {branch} at {} (tree {}) is already approved by {}; nothing recorded.\nhint: `--again` records another approval",
+                &tip.to_string()[..12],
+                &tree.to_string()[..12],
+                a.approver
+            ));
+            return Ok(exit::OK);
+        }
+    }
+    let recorded = approval::record_branch(
+        store,
+        &branch,
+        tip,
+        tree,
+        &who,
+        args.note.as_deref(),
+        args.sign,
+    )
+    .map_err(|e| CommandError::error(e.to_string()))?;
+    output::status(&format!(
+        "Approved branch {branch} at {} (tree {}) for landing as {who}{}.\nNext: `git orch land {branch}` lands it through the merge queue.",
+        &tip.to_string()[..12],
+        &tree.to_string()[..12],
+        if recorded.signed { ", signed" } else { "" }
+    ));
+    Ok(exit::OK)
 }

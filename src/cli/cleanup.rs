@@ -15,11 +15,14 @@ use crate::run::control::{CleanupAction, CleanupFilter};
 /// `git worktree prune`.
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
-    #[arg(long, value_name = "RUN")]
+    /// Only attempts of this run.
+    #[arg(long, value_name = "RUN", add = super::completions::runs())]
     pub run: Option<String>,
-    #[arg(long, value_name = "TASK")]
+    /// Only attempts of this task (of any run, or of --run).
+    #[arg(long, value_name = "TASK", add = super::completions::tasks())]
     pub task: Option<String>,
-    #[arg(long, value_name = "N")]
+    /// Only the attempt with this number (of --task).
+    #[arg(long, value_name = "N", requires = "task")]
     pub attempt: Option<u32>,
     /// Only attempts whose task is done, skipped or cancelled.
     #[arg(long)]

@@ -13,6 +13,8 @@ use crate::run;
 /// does not change. Exit 3 if a blocking gate fails.
 #[derive(Debug, Args)]
 pub struct GateArgs {
+    /// `<run>/<task>/<n>`, `<task>/<n>` or `<task>`.
+    #[arg(add = super::completions::tasks())]
     pub attempt: String,
     /// Print the result as JSON on stdout.
     #[arg(long)]

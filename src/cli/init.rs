@@ -66,6 +66,11 @@ pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
         output::status(&format!(
             "Already initialised (writer {writer}); nothing changed."
         ));
+        next_steps(
+            args.remote
+                .as_deref()
+                .or(store.config_get("orch.remote")?.as_deref()),
+        );
         return Ok(exit::OK);
     }
     store.append(vec![Event::Initialized {
@@ -75,5 +80,39 @@ pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
     for c in changed {
         output::status(&format!("  {c}"));
     }
+    next_steps(
+        args.remote
+            .as_deref()
+            .or(store.config_get("orch.remote")?.as_deref()),
+    );
     Ok(exit::OK)
+}
+
+/// What to do next, as commands to type.
+fn next_steps(remote: Option<&str>) {
+    let mut lines = vec![
+        "Next:".to_owned(),
+        "  git orch demo                         see the whole loop on a throwaway repository"
+            .into(),
+        "  git orch plan new \"<what to do>\"     write a plan (the brief for a lead agent)".into(),
+        "  git orch plan add plan.json           store it, then `git orch approve <plan>`".into(),
+        "  git orch run <plan>                   run it; `git orch status` shows where it stands"
+            .into(),
+    ];
+    match remote {
+        Some(r) => {
+            lines.push(format!(
+                "  git orch sync                         share state through {r}"
+            ));
+            lines.push(
+                "  git orch worker                       work shared runs from this machine too"
+                    .into(),
+            );
+        }
+        None => lines
+            .push("  git orch init --remote origin         share state with other clones".into()),
+    }
+    for l in lines {
+        output::status(&l);
+    }
 }

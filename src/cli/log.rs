@@ -27,10 +27,10 @@ pub struct LogArgs {
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
     /// Only events of this run.
-    #[arg(long, value_name = "RUN")]
+    #[arg(long, value_name = "RUN", add = super::completions::runs())]
     pub run: Option<String>,
     /// Only events of this task (of any run, or of --run).
-    #[arg(long, value_name = "TASK")]
+    #[arg(long, value_name = "TASK", add = super::completions::tasks())]
     pub task: Option<String>,
 }
 

@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
 use crate::merge::{Queue, Strategy};
+use crate::run::view::Status;
 use crate::run::{
     self,
     progress::{LandReport, Progress},
@@ -20,11 +21,13 @@ use crate::run::{
 #[derive(Debug, Args)]
 pub struct MergeArgs {
     /// The run (default: the newest unfinished one).
+    #[arg(add = super::completions::runs())]
     pub run: Option<String>,
-    /// How attempts land (default orch.mergeStrategy, rebase).
+    /// How attempts land (default: config orch.mergeStrategy, else rebase).
     #[arg(long, value_parser = ["rebase", "merge", "squash"])]
     pub strategy: Option<String>,
-    /// Stack up to K attempts and gate only the top (default orch.mergeBatch, 1).
+    /// Stack up to K attempts and gate only the top (default: config
+    /// orch.mergeBatch, else 1).
     #[arg(long, value_name = "K")]
     pub batch: Option<usize>,
     /// Show what waits to land; change nothing.
@@ -52,7 +55,7 @@ fn land_all(
             queue.waiting(state).into_iter().take(queue.batch).collect()
         });
         for (e, _) in &next {
-            renderer.task(e.task.id.as_str(), "landing", Some(e.attempt));
+            renderer.task(e.task.id.as_str(), Status::Landing, Some(e.attempt));
         }
         let one = runtime
             .block_on(queue.land_next(cancel))
@@ -69,6 +72,12 @@ fn land_all(
         for why in &one.warnings {
             renderer.handle(Progress::Warning(why.clone()));
         }
+        // How each landing ended, in the log's words (a failed landing is a
+        // retry due, or a spent budget).
+        index.refresh(store)?;
+        if let Some(state) = index.run(&queue.run)? {
+            super::run::seed_rows(renderer, state, &queue.revision.plan);
+        }
         let nothing = one.landed.is_empty() && one.failed.is_empty();
         total.warnings.extend(one.warnings);
         total.landed.extend(one.landed);
@@ -76,7 +85,7 @@ fn land_all(
         total.gate_runs += one.gate_runs;
         if one.refused.is_some() {
             for (e, _) in &next {
-                renderer.task(e.task.id.as_str(), "waiting", Some(e.attempt));
+                renderer.task(e.task.id.as_str(), Status::Passed, Some(e.attempt));
             }
             total.refused = one.refused;
             return Ok(total);
@@ -90,9 +99,15 @@ fn land_all(
 pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let state = crate::state::SharedIndex::open(&store)?;
-    let r = state
-        .read(&store, |index| run::pick_run(index, args.run.as_deref()))
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    let r = state.read(&store, |index| {
+        run::pick_run(index, args.run.as_deref()).map_err(|e| {
+            CommandError::error(super::suggest::with_run_hint(
+                &e.to_string(),
+                args.run.as_deref(),
+                index,
+            ))
+        })
+    })?;
     let strategy = args.strategy.as_deref().and_then(Strategy::parse);
     let queue = Queue::for_run(&store, state, &r, strategy, args.batch)
         .map_err(|e| CommandError::error(e.to_string()))?;
@@ -123,7 +138,7 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
     let (_tx, mut cancel) = tokio::sync::watch::channel(false);
     let renderer = progress::Renderer::new(format!("merge run {} onto {}", r.id, r.target));
     for (e, _) in queue.waiting(&r) {
-        renderer.task(e.task.id.as_str(), "waiting", Some(e.attempt));
+        renderer.task(e.task.id.as_str(), Status::Passed, Some(e.attempt));
     }
     let report = land_all(&store, &runtime, &queue, &mut cancel, &renderer);
     renderer.finish();

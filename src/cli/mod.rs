@@ -16,14 +16,17 @@ pub mod hook;
 pub mod hooks;
 pub mod init;
 pub mod install_man;
+pub mod land;
 pub mod log;
 pub mod manual;
 pub mod merge;
 pub mod output;
+pub mod pager;
 pub mod plan;
 pub mod progress;
 pub mod run;
 pub mod status;
+pub mod suggest;
 pub mod supervise;
 pub mod sync;
 pub mod task;
@@ -102,8 +105,12 @@ pub type CommandResult = Result<u8, CommandError>;
 )]
 pub struct Cli {
     /// Run as if started in this directory.
-    #[arg(short = 'C', global = true, value_name = "DIR")]
+    #[arg(short = 'C', global = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub directory: Option<PathBuf>,
+    /// Do not pipe long output (`log`, `plan show`, `plan diff`) into a
+    /// pager, even on a terminal.
+    #[arg(long, global = true)]
+    pub no_pager: bool,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -117,6 +124,7 @@ pub enum Command {
     Status(status::StatusArgs),
     Gate(gate::GateArgs),
     Merge(merge::MergeArgs),
+    Land(land::LandArgs),
     Verify(verify::VerifyArgs),
     #[command(about = "Run a task again with a fresh retry budget")]
     Retry(task::TaskArgs),
@@ -169,8 +177,27 @@ pub fn open_store(cli_dir: &Option<PathBuf>) -> Result<Store, CommandError> {
     Ok(Store::discover(&start_dir(cli_dir))?)
 }
 
+impl Cli {
+    /// Whether this command's output goes through the pager on a terminal.
+    fn pages(&self) -> bool {
+        if self.no_pager {
+            return false;
+        }
+        match &self.command {
+            Command::Log(args) => !args.follow,
+            Command::Plan(p) => matches!(
+                p.command,
+                plan::PlanCommand::Show(_) | plan::PlanCommand::Diff(_)
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// Parses arguments, runs the command and returns the process exit code.
 pub fn main() -> u8 {
+    // A shell asking for completions gets them and nothing runs.
+    completions::complete_if_asked();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -191,13 +218,32 @@ pub fn main() -> u8 {
     if let Ok(exe) = std::env::current_exe() {
         crate::process::use_supervisor(exe);
     }
-    match dispatch(&cli) {
+    let pager = if cli.pages() {
+        pager::start(&start_dir(&cli.directory))
+    } else {
+        None
+    };
+    let mut code = match dispatch(&cli) {
         Ok(code) => code,
         Err(e) => {
             output::print_error(&e.message);
             e.code
         }
+    };
+    // Output cut short by anything but a reader that went away (a full
+    // disk) is a failure, whatever the command thought.
+    if let Some(e) = output::take_write_error() {
+        output::print_error(&format!(
+            "could not write the output: {e}\nhint: what was printed is incomplete"
+        ));
+        if code == exit::OK {
+            code = exit::ERROR;
+        }
     }
+    if let Some(p) = pager {
+        p.wait();
+    }
+    code
 }
 
 fn dispatch(cli: &Cli) -> CommandResult {
@@ -209,6 +255,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Status(args) => status::run(cli, args),
         Command::Gate(args) => gate::run(cli, args),
         Command::Merge(args) => merge::run(cli, args),
+        Command::Land(args) => land::run(cli, args),
         Command::Verify(args) => verify::run(cli, args),
         Command::Retry(args) => task::run(cli, args, crate::event::Control::Retry),
         Command::Skip(args) => task::run(cli, args, crate::event::Control::Skip),

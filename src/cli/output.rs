@@ -1,11 +1,36 @@
 //! Rendering helpers shared by commands: stdout that tolerates a closed
-//! pipe, error and status lines on stderr, colour only where wanted, and
-//! time formatting without a date library.
+//! pipe and fails loudly on any other write error, error and status lines
+//! on stderr, colour only where wanted, and time formatting without a date
+//! library.
 
 use std::io::{IsTerminal, Write};
 
+/// The first error writing stdout met, other than a closed pipe: the
+/// command's output is incomplete, so `main` exits 1 with it.
+static WRITE_ERROR: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+fn record_write_error(e: &std::io::Error) {
+    let mut slot = WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+    if slot.is_none() {
+        *slot = Some(e.to_string());
+    }
+}
+
+/// Flushes stdout and returns the write error that cut the output short,
+/// if one did (a closed pipe is none).
+pub fn take_write_error() -> Option<String> {
+    if let Err(e) = std::io::stdout().lock().flush()
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        record_write_error(&e);
+    }
+    WRITE_ERROR.lock().unwrap_or_else(|p| p.into_inner()).take()
+}
+
 /// Writes data lines to stdout. A closed pipe (`git orch log | head`) is not
-/// an error: the command stops writing and still exits 0.
+/// an error: the command stops writing and still exits 0. Any other write
+/// error (a full disk) also stops the writing, and makes the command exit 1
+/// saying so (see [`take_write_error`]).
 pub struct Out {
     inner: std::io::StdoutLock<'static>,
     closed: bool,
@@ -30,9 +55,10 @@ impl Out {
         if self.closed {
             return false;
         }
-        if let Err(e) = writeln!(self.inner, "{s}")
-            && e.kind() == std::io::ErrorKind::BrokenPipe
-        {
+        if let Err(e) = writeln!(self.inner, "{s}") {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                record_write_error(&e);
+            }
             self.closed = true;
             return false;
         }
@@ -44,7 +70,10 @@ impl Out {
         if self.closed {
             return false;
         }
-        if self.inner.flush().is_err() {
+        if let Err(e) = self.inner.flush() {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                record_write_error(&e);
+            }
             self.closed = true;
         }
         !self.closed

@@ -59,7 +59,7 @@ pub struct NewArgs {
     pub skeleton: bool,
     /// Run this agent as the lead agent (a built-in such as claude, or an
     /// [agent "NAME"] of .orch/config).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::completions::agents())]
     pub agent: Option<String>,
     /// Save the plan to this file (it must not exist yet) instead of
     /// .git/orch/drafts/.
@@ -90,6 +90,7 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// A plan file (`-` for stdin), or the id of a stored plan.
+    #[arg(add = super::completions::plans_or_files())]
     pub plan: String,
     /// Check against this commit's files (default: the plan's target
     /// branch, else HEAD).
@@ -107,6 +108,7 @@ pub struct CheckArgs {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// The plan file (`-` for stdin).
+    #[arg(value_hint = clap::ValueHint::FilePath)]
     pub file: String,
     /// Store under this id instead of the file's `id`.
     #[arg(long, value_name = "ID")]
@@ -119,6 +121,8 @@ pub struct AddArgs {
 /// Show a stored plan revision.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
+    /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub id: String,
     /// Revision number (default: the latest).
     #[arg(long, value_name = "N")]
@@ -140,8 +144,12 @@ pub struct ListArgs {
 /// two; one REV: that revision against the latest).
 #[derive(Debug, Args)]
 pub struct DiffArgs {
+    /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub id: String,
+    /// The older revision (alone: compared with the latest).
     pub from: Option<u32>,
+    /// The newer revision.
     pub to: Option<u32>,
 }
 
@@ -193,15 +201,23 @@ fn load(store: &Store, arg: &str) -> Result<(Plan, String), CommandError> {
         return Ok((parse_plan(&bytes, arg)?, arg.to_owned()));
     }
     let id = PlanId::new(arg).map_err(|_| {
-        CommandError::error(format!(
-            "no file {arg:?}, and it is not a plan id either\nhint: give a plan file, or an id from `git orch plan list`"
+        CommandError::error(super::suggest::with_plan_hint(
+            &format!(
+                "no file {arg:?}, and it is not a plan id either\nhint: give a plan file, or an id from `git orch plan list`"
+            ),
+            arg,
+            store,
         ))
     })?;
     let rev = revisions::latest(store, &id)
         .map_err(|e| CommandError::error(e.to_string()))?
         .ok_or_else(|| {
-            CommandError::error(format!(
-                "no file {arg:?} and no stored plan {arg}\nhint: `git orch plan list` shows the stored plans"
+            CommandError::error(super::suggest::with_plan_hint(
+                &format!(
+                    "no file {arg:?} and no stored plan {arg}\nhint: `git orch plan list` shows the stored plans"
+                ),
+                arg,
+                store,
             ))
         })?;
     Ok((rev.plan, format!("plan {id} revision {}", rev.revision)))
@@ -387,7 +403,15 @@ fn revision_of(store: &Store, id: &PlanId, rev: Option<u32>) -> Result<PlanRevis
         None => revisions::latest(store, id)
             .and_then(|r| r.ok_or_else(|| revisions::RevisionError::NoSuchPlan(id.to_string()))),
     };
-    result.map_err(|e| CommandError::error(e.to_string()))
+    result.map_err(|e| {
+        let message = e.to_string();
+        match e {
+            revisions::RevisionError::NoSuchPlan(_) => {
+                CommandError::error(super::suggest::with_plan_hint(&message, id.as_str(), store))
+            }
+            _ => CommandError::error(message),
+        }
+    })
 }
 
 fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
@@ -506,8 +530,10 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     let id = plan_id(&args.id)?;
     let all = revisions::all(&store, &id).map_err(|e| CommandError::error(e.to_string()))?;
     let latest = all.last().map(|r| r.revision).ok_or_else(|| {
-        CommandError::error(format!(
-            "no plan {id}\nhint: `git orch plan list` shows the stored plans"
+        CommandError::error(super::suggest::with_plan_hint(
+            &format!("no plan {id}\nhint: `git orch plan list` shows the stored plans"),
+            id.as_str(),
+            &store,
         ))
     })?;
     let (from, to) = match (args.from, args.to) {

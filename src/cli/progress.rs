@@ -3,22 +3,26 @@
 //!
 //! On a terminal ([`Mode::Live`]): one line per task (state, attempt,
 //! elapsed time, the current step or the last reason) under a summary
-//! line, redrawn in place with ANSI cursor movement at most ten times a
+//! line and a line of column headers, redrawn in place with ANSI cursor movement at most ten times a
 //! second; lines about the run as a whole (stopping, abandoned attempts)
 //! scroll above it, and the last frame stays on screen. Elsewhere
 //! ([`Mode::Plain`]): one line per event, append-only, no escape codes.
 //! Colour only in live mode and never with `NO_COLOR` set.
 //!
-//! It knows nothing of how a run is driven: callers feed it `Progress`
-//! values and, where they know more (a resumed run, a merge queue), set
-//! rows with [`Renderer::task`]. It writes to stderr only; stdout stays
-//! for data (`--json`).
+//! Row states are the status model's ([`Status`]): the names `git orch
+//! status` uses. It knows nothing of how a run is driven: callers feed it
+//! `Progress` values and, whenever a task's state changes, the rows the
+//! status model derives from the log ([`Renderer::show`]), so that reasons
+//! stay and no row is left behind what the log says. It writes to stderr
+//! only; stdout stays for data (`--json`).
 
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::event::Outcome;
 use crate::run::progress::Progress;
+use crate::run::view::{Status, TaskRow};
 
 use super::output;
 
@@ -45,6 +49,9 @@ impl Mode {
 
 /// Shortest time between two frames.
 const FRAME: Duration = Duration::from_millis(100);
+
+/// Width of the state column: the longest state name.
+const STATE_W: usize = 9;
 
 /// The line `git orch run` printed for an event before live progress, and
 /// still prints in plain mode.
@@ -75,9 +82,19 @@ pub fn plain_line(p: &Progress) -> String {
         },
         Progress::Stopping(why) => format!("stopping: {why}"),
         Progress::Warning(why) => format!("warning: {why}"),
-        Progress::Landed(attempt) => format!("  {attempt:<24} landed"),
+        Progress::Landed(label) => {
+            let (task, n) = split_label(label);
+            match n {
+                Some(n) => format!("  {task:<24} attempt {n} landed"),
+                None => format!("  {task:<24} landed"),
+            }
+        }
         Progress::LandingFailed { attempt, reason } => {
-            format!("  {attempt:<24} could not land: {reason}")
+            let (task, n) = split_label(attempt);
+            match n {
+                Some(n) => format!("  {task:<24} attempt {n} could not land: {reason}"),
+                None => format!("  {task:<24} could not land: {reason}"),
+            }
         }
     }
 }
@@ -86,7 +103,7 @@ pub fn plain_line(p: &Progress) -> String {
 #[derive(Debug, Clone)]
 struct Row {
     task: String,
-    state: String,
+    state: Status,
     attempt: Option<u32>,
     /// Since when the current state has lasted, while it lasts.
     since: Option<Instant>,
@@ -142,11 +159,13 @@ fn terminal_size() -> Option<(usize, usize)> {
 
 /// How much a state matters when not every row fits: live work first,
 /// then trouble, then the rest.
-fn urgency(state: &str) -> u8 {
-    match state {
-        "running" | "landing" => 0,
-        "failed" | "not landed" | "abandoned" => 1,
-        _ => 2,
+fn urgency(state: Status) -> u8 {
+    if state.is_live() {
+        0
+    } else if state.is_trouble() {
+        1
+    } else {
+        2
     }
 }
 
@@ -201,25 +220,84 @@ impl Renderer {
     /// Adds or updates a task's row without an event (a resumed run's
     /// finished tasks, what waits in a merge queue). Rows keep the order
     /// in which they first appear.
-    pub fn task(&self, task: &str, state: &str, attempt: Option<u32>) {
+    pub fn task(&self, task: &str, state: Status, attempt: Option<u32>) {
         let mut s = self.state();
         if s.finished {
             return;
         }
         let row = s.row(task);
-        row.state = state.to_owned();
+        let same = row.state == state && (attempt.is_none() || row.attempt == attempt);
+        row.state = state;
         if attempt.is_some() {
             row.attempt = attempt;
         }
-        if matches!(state, "running" | "landing") {
-            row.since = Some(Instant::now());
-            row.took = None;
-        } else if let Some(since) = row.since.take() {
-            row.took = Some(since.elapsed());
+        if !same {
+            if state.is_live() {
+                row.since = Some(Instant::now());
+                row.took = None;
+            } else if let Some(since) = row.since.take() {
+                row.took = Some(since.elapsed());
+            }
+            row.detail.clear();
         }
-        row.detail.clear();
         drop(s);
         self.shared.1.notify_one();
+    }
+
+    /// Sets a task's row from the status model: its state, attempt, time
+    /// and reason. A running row keeps its clock and current step while
+    /// the same attempt runs; a row being landed stays `landing` until the
+    /// log says how the landing ended.
+    pub fn show(&self, r: &TaskRow) {
+        let mut s = self.state();
+        if s.finished {
+            return;
+        }
+        let now = Instant::now();
+        let row = s.row(r.task.as_str());
+        let same_attempt = row.attempt == r.attempt;
+        if row.state == Status::Landing && r.status == Status::Passed && same_attempt {
+            return;
+        }
+        let took = r
+            .elapsed_ms
+            .map(|ms| Duration::from_millis(ms.max(0) as u64));
+        if r.status.is_live() {
+            if !(row.state == r.status && same_attempt && row.since.is_some()) {
+                row.since = Some(took.map_or(now, |t| now.checked_sub(t).unwrap_or(now)));
+                row.detail = r.detail().unwrap_or_default().to_owned();
+            }
+            row.took = None;
+        } else {
+            row.since = None;
+            row.took = match r.status {
+                Status::Pending | Status::Blocked | Status::Skipped | Status::Cancelled
+                    if r.attempt.is_none() =>
+                {
+                    None
+                }
+                _ => took,
+            };
+            row.detail = match (r.status, r.detail()) {
+                (_, Some(d)) if r.failure.is_some() => d.to_owned(),
+                (Status::Passed, _) => "waiting to land".to_owned(),
+                (_, d) => d.unwrap_or_default().to_owned(),
+            };
+        }
+        row.state = r.status;
+        row.attempt = r.attempt;
+        drop(s);
+        self.shared.1.notify_one();
+    }
+
+    /// How progress is shown.
+    pub fn mode(&self) -> Mode {
+        self.state().mode
+    }
+
+    /// Whether a task has a row.
+    pub fn has_row(&self, task: &str) -> bool {
+        self.state().rows.iter().any(|r| r.task == task)
     }
 
     /// A line about the whole run: above the rows, or a plain line.
@@ -264,7 +342,7 @@ impl Renderer {
                 agent,
             } => {
                 let row = s.row(&task);
-                row.state = "running".into();
+                row.state = Status::Running;
                 row.attempt = Some(attempt);
                 row.since = Some(now);
                 row.took = None;
@@ -277,7 +355,7 @@ impl Renderer {
             } => {
                 let row = s.row(&task);
                 // A step of an attempt that has ended already is stale.
-                if row.attempt == Some(attempt) && row.state == "running" {
+                if row.attempt == Some(attempt) && row.state == Status::Running {
                     row.detail = step;
                 }
             }
@@ -288,14 +366,20 @@ impl Renderer {
                 reason,
             } => {
                 let row = s.row(&task);
-                row.state = outcome.as_str().to_owned();
+                // The attempt's end; what it means for the task (a retry
+                // due, or the budget spent) comes with the model's rows.
+                row.state = match outcome {
+                    Outcome::Passed => Status::Passed,
+                    Outcome::Failed => Status::Retrying,
+                    Outcome::Abandoned => Status::Stopped,
+                };
                 row.attempt = Some(attempt);
                 if let Some(since) = row.since.take() {
                     row.took = Some(now.saturating_duration_since(since));
                 }
                 row.detail = match (outcome, reason) {
                     (_, Some(r)) => r,
-                    (crate::event::Outcome::Passed, None) => "waiting to land".into(),
+                    (Outcome::Passed, None) => "waiting to land".into(),
                     (_, None) => String::new(),
                 };
             }
@@ -307,7 +391,7 @@ impl Renderer {
             Progress::Landed(label) => {
                 let (task, attempt) = split_label(&label);
                 let row = s.row(task);
-                row.state = "landed".into();
+                row.state = Status::Done;
                 row.attempt = attempt.or(row.attempt);
                 if let Some(since) = row.since.take() {
                     row.took = Some(now.saturating_duration_since(since));
@@ -317,12 +401,12 @@ impl Renderer {
             Progress::LandingFailed { attempt, reason } => {
                 let (task, n) = split_label(&attempt);
                 let row = s.row(task);
-                row.state = "not landed".into();
+                row.state = Status::Retrying;
                 row.attempt = n.or(row.attempt);
                 if let Some(since) = row.since.take() {
                     row.took = Some(now.saturating_duration_since(since));
                 }
-                row.detail = reason;
+                row.detail = format!("could not land: {reason}");
             }
         }
         // The ticker draws; wake it so a change shows within one frame.
@@ -394,14 +478,14 @@ fn tick(shared: &(Mutex<State>, Condvar)) {
 }
 
 /// SGR colour of a state.
-fn state_colour(state: &str) -> &'static str {
+pub fn state_colour(state: Status) -> &'static str {
     match state {
-        "running" | "landing" => "\x1b[33m",
-        "passed" => "\x1b[32m",
-        "landed" | "done" => "\x1b[1;32m",
-        "failed" | "not landed" => "\x1b[31m",
-        "abandoned" | "cancelled" | "blocked" => "\x1b[35m",
-        _ => "\x1b[2m",
+        Status::Running | Status::Landing => "\x1b[33m",
+        Status::Passed => "\x1b[32m",
+        Status::Done => "\x1b[1;32m",
+        Status::Failed | Status::Retrying => "\x1b[31m",
+        Status::Stopped | Status::Cancelled | Status::Blocked => "\x1b[35m",
+        Status::Pending | Status::Skipped => "\x1b[2m",
     }
 }
 
@@ -422,7 +506,7 @@ impl State {
             None => {
                 self.rows.push(Row {
                     task: task.to_owned(),
-                    state: "pending".into(),
+                    state: Status::Pending,
                     attempt: None,
                     since: None,
                     took: None,
@@ -456,13 +540,7 @@ impl State {
     /// [`Self::frame`] for a `width` × `height` screen (each line at most
     /// `width` characters, at most `height - 1` lines).
     fn frame_in(&self, now: Instant, width: usize, height: usize) -> Vec<String> {
-        let mut counts: Vec<(&str, usize)> = Vec::new();
-        for r in &self.rows {
-            match counts.iter_mut().find(|(s, _)| *s == r.state) {
-                Some((_, n)) => *n += 1,
-                None => counts.push((&r.state, 1)),
-            }
-        }
+        let counts = crate::run::view::counts(self.rows.iter().map(|r| &r.state));
         let summary = counts
             .iter()
             .map(|(s, n)| format!("{n} {s}"))
@@ -485,12 +563,22 @@ impl State {
             .max()
             .unwrap_or(0)
             .clamp(4, 24);
-        let room = height.saturating_sub(2).max(1);
+        if !self.rows.is_empty() {
+            lines.push(fit(
+                format!(
+                    "  {:<task_w$} {:<STATE_W$} {:>7} {:>6}  DETAIL",
+                    "TASK", "STATE", "ATTEMPT", "TIME"
+                )
+                .trim_end(),
+                width,
+            ));
+        }
+        let room = height.saturating_sub(3).max(1);
         let mut shown: Vec<&Row> = self.rows.iter().collect();
         let mut hidden = 0;
         if shown.len() > room {
             let mut by_urgency: Vec<usize> = (0..shown.len()).collect();
-            by_urgency.sort_by_key(|&i| urgency(&shown[i].state));
+            by_urgency.sort_by_key(|&i| urgency(shown[i].state));
             let keep: std::collections::BTreeSet<usize> =
                 by_urgency.into_iter().take(room - 1).collect();
             hidden = shown.len() - keep.len();
@@ -504,15 +592,15 @@ impl State {
                 .unwrap_or_default();
             let task = fit(&r.task, task_w);
             let before = format!("  {task:<task_w$} ");
-            let state = format!("{:<10}", r.state);
-            let after = format!(" {attempt:>3} {elapsed:>6}  {}", r.detail);
+            let state = format!("{:<STATE_W$}", r.state.as_str());
+            let after = format!(" {attempt:>7} {elapsed:>6}  {}", r.detail);
             let line = fit(&format!("{before}{state}{after}"), width);
             let line = line.trim_end().to_owned();
             let coloured = line
                 .strip_prefix(before.as_str())
                 .and_then(|rest| rest.strip_prefix(r.state.as_str()))
                 .filter(|_| self.colour)
-                .map(|rest| format!("{before}{}{}\x1b[0m{rest}", state_colour(&r.state), r.state));
+                .map(|rest| format!("{before}{}{}\x1b[0m{rest}", state_colour(r.state), r.state));
             lines.push(coloured.unwrap_or(line));
         }
         if hidden > 0 {
@@ -626,7 +714,7 @@ mod tests {
         assert!(text.contains("api                      attempt 1 started (fake)"));
         assert!(text.contains("api                      attempt 1: gate tests"));
         assert!(
-            text.ends_with("  api/1                    landed\n"),
+            text.ends_with("  api                      attempt 1 landed\n"),
             "{text}"
         );
     }
@@ -641,7 +729,7 @@ mod tests {
             Box::new(sink.clone()),
             "run r1",
         );
-        r.task("web", "done", Some(2));
+        r.task("web", Status::Done, Some(2));
         r.handle(events()[1].clone());
         r.handle(events()[2].clone());
         let mid = r.state().frame(Instant::now(), false);
@@ -649,14 +737,15 @@ mod tests {
             mid[0].starts_with("run r1: 1 done, 1 running · "),
             "{mid:?}"
         );
-        assert!(mid[2].starts_with("  api  running     #1 "), "{mid:?}");
-        assert!(mid[2].ends_with("gate tests"), "{mid:?}");
+        assert_eq!(mid[1], "  TASK STATE     ATTEMPT   TIME  DETAIL", "{mid:?}");
+        assert!(mid[3].starts_with("  api  running        #1 "), "{mid:?}");
+        assert!(mid[3].ends_with("gate tests"), "{mid:?}");
         for e in events().into_iter().skip(3) {
             r.handle(e);
         }
         let end = r.state().frame(Instant::now(), false);
-        assert!(end[2].starts_with("  api  landed      #1"), "{end:?}");
-        assert!(!end[2].contains("gate lint"), "{end:?}");
+        assert!(end[3].starts_with("  api  done           #1"), "{end:?}");
+        assert!(!end[3].contains("gate lint"), "{end:?}");
         r.finish();
         let text = sink.text();
         assert!(text.contains("\x1b[2K"), "{text:?}");
@@ -668,21 +757,19 @@ mod tests {
     fn live_redraws_move_the_cursor_back_over_the_last_frame() {
         let sink = Sink::default();
         let r = Renderer::with(Mode::Live, true, Some(60), Box::new(sink.clone()), "merge");
-        r.task("a", "landing", Some(1));
+        r.task("a", Status::Landing, Some(1));
         std::thread::sleep(FRAME * 2);
         r.handle(Progress::Landed("a/1".into()));
         r.note("stopping: nothing else");
         r.finish();
         let text = sink.text();
-        // Two lines (summary and row) drawn, then redrawn from the top.
-        assert!(text.contains("\r\x1b[2A"), "{text:?}");
+        // Three lines (summary, headers and row) drawn, then redrawn from
+        // the top.
+        assert!(text.contains("\r\x1b[3A"), "{text:?}");
         assert!(text.contains("\x1b[33mlanding"), "{text:?}");
-        assert!(text.contains("\x1b[1;32mlanded"), "{text:?}");
+        assert!(text.contains("\x1b[1;32mdone"), "{text:?}");
         let note = text.find("stopping: nothing else").expect("note");
-        assert!(
-            note < text.rfind("landed").expect("final frame"),
-            "{text:?}"
-        );
+        assert!(note < text.rfind("done").expect("final frame"), "{text:?}");
     }
 
     #[test]
@@ -695,18 +782,90 @@ mod tests {
             "run",
         );
         for i in 0..10 {
-            r.task(&format!("t{i}"), "pending", None);
+            r.task(&format!("t{i}"), Status::Pending, None);
         }
-        r.task("t7", "running", Some(1));
-        let lines = r.state().frame_in(Instant::now(), 79, 5);
-        assert_eq!(lines.len(), 4, "{lines:?}");
-        assert!(lines[0].contains("9 pending, 1 running"), "{lines:?}");
+        r.task("t7", Status::Running, Some(1));
+        let lines = r.state().frame_in(Instant::now(), 79, 6);
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        assert!(lines[0].contains("1 running, 9 pending"), "{lines:?}");
         assert!(
             lines
                 .iter()
                 .any(|l| l.contains("t7") && l.contains("running"))
         );
-        assert!(lines[3].contains("and 8 more"), "{lines:?}");
+        assert!(lines[4].contains("and 8 more"), "{lines:?}");
+    }
+
+    fn row(task: &str, status: Status, attempt: Option<u32>, failure: Option<&str>) -> TaskRow {
+        TaskRow {
+            task: crate::ids::TaskId::new(task).expect("id"),
+            status,
+            attempt,
+            attempts: attempt.map_or(0, |n| n as usize),
+            agent: None,
+            elapsed_ms: Some(3_000),
+            cost_usd: None,
+            usage: Default::default(),
+            attempt_usage: Vec::new(),
+            worktree: None,
+            workspace: None,
+            port: None,
+            gate: Some("tests fail".into()),
+            failure: failure.map(str::to_owned),
+            writer: None,
+        }
+    }
+
+    #[test]
+    fn rows_from_the_model_keep_reasons_and_replace_stale_states() {
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(100),
+            Box::new(Sink::default()),
+            "worker",
+        );
+        r.handle(events()[1].clone());
+        r.handle(Progress::Ended {
+            task: "api".into(),
+            attempt: 1,
+            outcome: Outcome::Passed,
+            reason: None,
+        });
+        // Another process landed it: the model says done.
+        r.show(&row("api", Status::Done, Some(1), None));
+        r.show(&row(
+            "web",
+            Status::Failed,
+            Some(3),
+            Some("retry budget exhausted: tests fail"),
+        ));
+        r.show(&row("docs", Status::Blocked, None, Some("depends on web")));
+        let lines = r.state().frame(Instant::now(), true);
+        assert!(
+            lines[0].contains("1 done, 1 blocked, 1 failed"),
+            "{lines:?}"
+        );
+        assert!(lines[2].contains("api  done"), "{lines:?}");
+        assert!(!lines[2].contains("waiting to land"), "{lines:?}");
+        assert!(
+            lines[3].ends_with("retry budget exhausted: tests fail"),
+            "{lines:?}"
+        );
+        assert!(lines[3].contains("#3"), "{lines:?}");
+        assert!(lines[4].ends_with("depends on web"), "{lines:?}");
+        // A row being landed stays `landing` while the log still says
+        // passed; the log's word wins once it changes.
+        r.task("web", Status::Landing, Some(4));
+        r.show(&row("web", Status::Passed, Some(4), None));
+        assert_eq!(r.state().rows[1].state, Status::Landing);
+        r.show(&row(
+            "web",
+            Status::Retrying,
+            Some(4),
+            Some("could not land"),
+        ));
+        assert_eq!(r.state().rows[1].state, Status::Retrying);
     }
 
     #[test]

@@ -16,16 +16,18 @@ use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The plan id.
+    #[arg(add = super::completions::plans())]
     pub plan: String,
-    /// Most attempts running at once (default orch.cap, 4).
+    /// Most attempts running at once (default: config orch.cap, else 4).
     #[arg(long, value_name = "N")]
     pub cap: Option<usize>,
-    /// Agent for subtasks that name none (default orch.agent, claude).
-    #[arg(long, value_name = "NAME")]
+    /// Agent for subtasks that name none (default: config orch.agent, else
+    /// claude).
+    #[arg(long, value_name = "NAME", add = super::completions::agents())]
     pub agent: Option<String>,
-    /// Branch results land on (default: the plan's target, orch.target,
-    /// else the current branch).
-    #[arg(long, value_name = "BRANCH")]
+    /// Branch results land on (default: the plan's target, else config
+    /// orch.target, else the current branch).
+    #[arg(long, value_name = "BRANCH", add = super::completions::branches())]
     pub target: Option<String>,
     /// Base the run on this commit instead of the target's tip: its
     /// .orch/config and analysis are read there, and attempts start from it
@@ -33,7 +35,8 @@ pub struct RunArgs {
     /// attempts see what landed).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
-    /// Stop an agent after this long (e.g. 900, 15m, 2h).
+    /// Stop an agent after this long (e.g. 900, 15m, 2h; default: config
+    /// orch.timeout, else 30m).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<std::time::Duration>,
     /// Stop dispatching once reported agent cost exceeds this many USD.
@@ -48,7 +51,7 @@ pub struct RunArgs {
     pub start_only: bool,
     /// Run TASK again even though an earlier run of the plan landed it
     /// (repeatable). Without it, a rerun never redoes landed work.
-    #[arg(long, value_name = "TASK")]
+    #[arg(long, value_name = "TASK", add = super::completions::tasks())]
     pub redo: Vec<String>,
     /// Start a new run of every task, landed before or not.
     #[arg(long, conflicts_with = "redo")]
@@ -87,31 +90,64 @@ pub fn print_progress(p: Progress) {
     output::status(&progress::plain_line(&p));
 }
 
-/// One row per task in plan order, as the run stands (a resumed run has
-/// tasks done already).
-fn seed_rows(
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// One row per task in plan order, as the status model gives them (a
+/// resumed run has tasks done already; reasons stay on the rows).
+pub fn seed_rows(
     renderer: &progress::Renderer,
     state: &crate::state::RunState,
     plan: &crate::plan::Plan,
 ) {
-    let blocked = run::schedule::blocked_tasks(state, plan);
-    for sub in &plan.subtasks {
-        let t = state.tasks.get(&sub.id);
-        let status = t.map_or(crate::state::TaskStatus::Pending, |t| {
-            t.status(run::retries_for(state, sub))
-        });
-        let label = match status.as_str() {
-            "pending" if blocked.contains(&sub.id) => "blocked",
-            s => s,
-        };
-        let attempt = t.and_then(|t| t.attempts.last()).map(|a| a.n);
-        renderer.task(sub.id.as_str(), label, attempt);
+    for row in run::view::task_rows(state, plan, now_ms()) {
+        renderer.show(&row);
     }
+}
+
+/// Takes the rows of run `run_id` from the log again (after a task's state
+/// changed, and before the last frame), so no row stays behind the log.
+pub fn reseed(
+    renderer: &progress::Renderer,
+    store: &crate::store::Store,
+    state: &crate::state::SharedIndex,
+    run_id: &crate::ids::RunId,
+    plan: &crate::plan::Plan,
+) {
+    if let Ok(Some(r)) = state.read(store, |index| {
+        Ok::<_, crate::store::StoreError>(index.run(run_id)?.cloned())
+    }) {
+        seed_rows(renderer, &r, plan);
+    }
+}
+
+/// Whether a progress event changes a task's state in the log.
+pub fn changes_state(p: &Progress) -> bool {
+    matches!(
+        p,
+        Progress::Ended { .. } | Progress::Landed(_) | Progress::LandingFailed { .. }
+    )
 }
 
 pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let plan = PlanId::new(&args.plan).map_err(|e| CommandError::error(e.to_string()))?;
+    if crate::plan::revisions::latest(&store, &plan)
+        .map_err(|e| CommandError::error(e.to_string()))?
+        .is_none()
+    {
+        return Err(CommandError::error(super::suggest::with_plan_hint(
+            &format!(
+                "no plan {plan}\nhint: `git orch plan list` shows the stored plans; `git orch plan add <file>` stores one"
+            ),
+            plan.as_str(),
+            &store,
+        )));
+    }
     if args.budget.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
         return Err(CommandError::with_code(
             exit::USAGE,
@@ -136,7 +172,21 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             .collect::<Result<_, _>>()?,
         new: args.new,
     };
-    let mut ctx = match run::prepare(&store, &plan, &opts).map_err(run_error)? {
+    let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
+        RunError::UnknownTask { plan, task } => {
+            let message = RunError::UnknownTask {
+                plan: plan.clone(),
+                task: task.clone(),
+            }
+            .to_string();
+            CommandError::with_code(
+                exit::USAGE,
+                super::suggest::with_task_hint(&message, task.as_str(), &store, &[plan]),
+            )
+        }
+        e => run_error(e),
+    })?;
+    let mut ctx = match prepared {
         Prepared::DryRun(d) => {
             let mut out = output::Out::new();
             out.line(&format!(
@@ -230,14 +280,22 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         let renderer = renderer.clone();
         move |p| renderer.handle(p)
     })));
+    // Events go to the renderer; whenever one changes a task's state, the
+    // rows are taken from the log again (the budget decides whether a
+    // failed attempt means retrying or failed, which the event cannot say).
+    let model_store = std::sync::Mutex::new(open_store(&cli.directory)?);
+    let on_event = |p: Progress| {
+        let reseed_now = changes_state(&p);
+        renderer.handle(p);
+        if reseed_now {
+            let store = model_store.lock().unwrap_or_else(|e| e.into_inner());
+            reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
+        }
+    };
     // Drive the run; if another process drives it, follow that one to the
     // end (and take over should it die first).
     let outcome = loop {
-        match runtime.block_on(run::drive(
-            ctx.clone(),
-            &|p| renderer.handle(p),
-            lander.clone(),
-        )) {
+        match runtime.block_on(run::drive(ctx.clone(), &on_event, lander.clone())) {
             Err(RunError::Busy { holder, .. }) => {
                 renderer.note(&format!(
                     "run {run_id} is being driven by another process ({holder}); following it"
@@ -271,8 +329,31 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             other => break other,
         }
     };
+    // The last frame shows every task as the log has it, reasons kept.
+    reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
     renderer.finish();
     let outcome = outcome.map_err(run_error)?;
+    if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
+        // No last frame in plain output: what is not done, and why, once
+        // more at the end.
+        if let Ok(Some(r)) = ctx.state.read(&store, |index| {
+            Ok::<_, crate::store::StoreError>(index.run(&run_id)?.cloned())
+        }) {
+            for row in run::view::task_rows(&r, ctx.plan(), now_ms()) {
+                if matches!(
+                    row.status,
+                    run::view::Status::Done | run::view::Status::Skipped
+                ) {
+                    continue;
+                }
+                let attempt = row.attempt.map(|n| format!(" #{n}")).unwrap_or_default();
+                output::status(&match row.detail() {
+                    Some(d) => format!("  {:<24} {}{attempt}: {d}", row.task.as_str(), row.status),
+                    None => format!("  {:<24} {}{attempt}", row.task.as_str(), row.status),
+                });
+            }
+        }
+    }
     match outcome {
         DriveOutcome::Finished(s) => {
             // Unknown cost is not $0.00: say which it is.
@@ -282,9 +363,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 .ok()
                 .flatten()
                 .map(|r| super::status::run_usage_text(&r))
-                .unwrap_or_else(|| format!("${:.2}", s.cost_usd));
+                .unwrap_or_else(|| "unknown".into());
             output::status(&format!(
-                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, {spent}.",
+                "Run {run_id} finished: {} of {} tasks done, {} attempts, {} gate runs, cost {spent}.",
                 s.done, s.tasks, s.attempts, s.gate_runs
             ));
             Ok(exit::OK)

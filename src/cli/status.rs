@@ -1,116 +1,36 @@
-//! `git orch status`: where a run stands, task by task.
+//! `git orch status`: where a run stands, task by task, in the status
+//! model's words ([`crate::run::view`]), as a table, as JSON, or watched.
+
+use std::io::IsTerminal;
 
 use clap::Args;
 
 use super::{Cli, CommandError, CommandResult, exit, open_store, output};
 use crate::run;
-use crate::state::{AttemptState, RunState, TaskStatus};
+use crate::run::view::{self, RunStanding, TaskRow};
+use crate::state::RunState;
 
-/// Tokens and cost of `attempts`, as JSON: the token counts summed; the
-/// cost summed where known, with `cost` saying whether it is `reported` by
-/// the agents, `estimated` from the price table, `partial` (some agents
-/// reported nothing and their model has no price) or `unknown` (none did),
-/// which is not the same as `$0.00`.
-fn usage<'a>(attempts: impl Iterator<Item = &'a AttemptState>) -> serde_json::Value {
-    let (mut input, mut output, mut cache_read, mut cache_write) = (0u64, 0u64, 0u64, 0u64);
-    let (mut known, mut unknown, mut estimated) = (0usize, 0usize, 0usize);
-    let mut cost = 0.0;
-    for run in attempts.filter_map(|a| a.agent_run.as_ref()) {
-        let u = &run.usage;
-        input += u.input_tokens;
-        output += u.output_tokens;
-        cache_read += u.cache_read_tokens;
-        cache_write += u.cache_write_tokens;
-        match u.cost_usd {
-            Some(c) => {
-                known += 1;
-                cost += c;
-                if u.cost_source.as_deref() == Some("estimated") {
-                    estimated += 1;
-                }
-            }
-            None => unknown += 1,
-        }
-    }
-    let kind = match (known, unknown, estimated) {
-        (0, 0, _) => "none",
-        (0, _, _) => "unknown",
-        (_, u, _) if u > 0 => "partial",
-        (_, _, e) if e > 0 => "estimated",
-        _ => "reported",
-    };
-    serde_json::json!({
-        "input_tokens": input,
-        "output_tokens": output,
-        "cache_read_tokens": cache_read,
-        "cache_write_tokens": cache_write,
-        "cost_usd": if kind == "unknown" { serde_json::Value::Null } else { serde_json::json!(cost) },
-        "cost": kind,
-    })
-}
-
-/// The cost and tokens of `run` for people: `$0.12, 12.3k in, 1.1k out`
-/// (`unknown` rather than `$0.00` where no agent reported a cost).
-pub fn run_usage_text(run: &RunState) -> String {
-    let u = usage(run.attempts().map(|(_, a)| a));
-    format!("{}, {}", cost_text(&u), tokens_text(&u))
-}
-
-/// A cost for people: `$0.12`, `~$0.12` (estimated), `$0.12+?` (some
-/// unknown), `unknown`.
-fn cost_text(u: &serde_json::Value) -> String {
-    let usd = u["cost_usd"].as_f64().unwrap_or(0.0);
-    match u["cost"].as_str() {
-        Some("unknown") => "unknown".to_owned(),
-        Some("partial") => format!("${usd:.2}+?"),
-        Some("estimated") => format!("~${usd:.2}"),
-        _ => format!("${usd:.2}"),
-    }
-}
-
-/// A token count for people: `345`, `12.3k`, `1.5M`.
-fn short(n: u64) -> String {
-    match n {
-        0..=999 => n.to_string(),
-        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
-        _ => format!("{:.1}M", n as f64 / 1e6),
-    }
-}
-
-/// Tokens for people: `12.3k in, 1.1k out`.
-fn tokens_text(u: &serde_json::Value) -> String {
-    format!(
-        "{} in, {} out",
-        short(u["input_tokens"].as_u64().unwrap_or(0)),
-        short(u["output_tokens"].as_u64().unwrap_or(0))
-    )
-}
-
-/// Tokens in a table cell: `12.3k/1.1k` (in/out), `-` when none.
-fn short_tokens(u: &serde_json::Value) -> String {
-    let (i, o) = (
-        u["input_tokens"].as_u64().unwrap_or(0),
-        u["output_tokens"].as_u64().unwrap_or(0),
-    );
-    if i == 0 && o == 0 {
-        "-".to_owned()
-    } else {
-        format!("{}/{}", short(i), short(o))
-    }
-}
-
-/// Show a run's tasks: state, attempt, agent, elapsed time, cost,
-/// worktree and port, with run totals.
+/// Show a run's tasks: state, attempt, agent, elapsed time, tokens, cost,
+/// port and why a task is not done, with run totals.
 ///
-/// Without RUN: the newest unfinished run, else the newest run.
+/// Without RUN: the newest unfinished run, else the newest run. Tokens and
+/// cost an agent did not report are shown as `unknown`, never as zero; a
+/// cost estimated from the price table as `~$0.12`, one partly unknown as
+/// `$0.12+?`.
+/// With --watch the view is redrawn every second until the run ends; it
+/// then exits with the code `git orch run` ends that run with (0 all done,
+/// 3 some not, 64 budget, 65 circuit breaker, 130 interrupted). `q` (or
+/// Ctrl-C) stops watching: exit 0 while the run goes on.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The run id.
+    /// The run id (default: the newest unfinished run, else the newest).
+    #[arg(add = super::completions::runs())]
     pub run: Option<String>,
-    /// Print the result as JSON on stdout.
+    /// Print the result as JSON on stdout (with --watch: one line per
+    /// change).
     #[arg(long)]
     pub json: bool,
-    /// Refresh every second until interrupted.
+    /// Redraw every second until the run ends (exit with its code) or `q`.
     #[arg(long)]
     pub watch: bool,
 }
@@ -120,73 +40,6 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or_default()
-}
-
-/// The status rows of a run, as JSON values (shared by human and JSON
-/// output).
-pub fn rows(
-    store: &crate::store::Store,
-    run: &RunState,
-) -> Result<Vec<serde_json::Value>, CommandError> {
-    let rev = run::plan_of(store, run).map_err(|e| CommandError::error(e.to_string()))?;
-    let blocked = run::schedule::blocked_tasks(run, &rev.plan);
-    let mut out = Vec::new();
-    for sub in &rev.plan.subtasks {
-        let t = run.tasks.get(&sub.id);
-        let retries = run::retries_for(run, sub);
-        let mut status = t
-            .map_or(TaskStatus::Pending, |t| t.status(retries))
-            .as_str()
-            .to_owned();
-        if status == "pending" && blocked.contains(&sub.id) {
-            status = "blocked".into();
-        }
-        let last = t.and_then(|t| t.attempts.last());
-        let elapsed_ms = last.map(|a| {
-            let start = a.started.map_or(a.created_ms, |s| s.time_ms);
-            a.finished_ms.unwrap_or_else(now_ms) - start
-        });
-        let gate = last.and_then(|a| {
-            a.verdicts
-                .iter()
-                .find(|v| v.blocks())
-                .or(a.verdicts.last())
-                .map(|v| format!("{} {}", v.gate, v.status.as_str()))
-        });
-        out.push(serde_json::json!({
-            "task": sub.id,
-            "status": status,
-            "attempt": last.map(|a| a.n),
-            "attempts": t.map_or(0, |t| t.attempts.len()),
-            "agent": last.map(|a| a.agent.clone()),
-            "elapsed_ms": elapsed_ms,
-            "cost_usd": t.map_or(0.0, |t| t.cost()),
-            "usage": usage(t.into_iter().flat_map(|t| t.attempts.iter())),
-            "attempt_usage": t.map_or_else(Vec::new, |t| t
-                .attempts
-                .iter()
-                .filter_map(|a| a.agent_run.as_ref().map(|r| serde_json::json!({
-                    "attempt": a.n,
-                    "agent": a.agent,
-                    "usage": r.usage,
-                })))
-                .collect()),
-            "worktree": last.map(|a| a.worktree.clone()),
-            "workspace": last.map(|a| a.workspace()),
-            "port": last.map(|a| a.port),
-            "gate": gate,
-            "failure": last.and_then(|a| a.failure.as_ref().map(|f| {
-                if status == "failed" {
-                    format!("retry budget exhausted: {}", f.reason)
-                } else {
-                    f.reason.clone()
-                }
-            })),
-            "writer": last.map(|a| a.writer.to_string()),
-            "claim": claim_of(run, sub.id.as_str(), last.map(|a| a.n)),
-        }));
-    }
-    Ok(out)
 }
 
 /// The worker claim on a task's latest attempt, if a worker runs it: who
@@ -209,113 +62,317 @@ fn claim_of(run: &RunState, task: &str, attempt: Option<u32>) -> serde_json::Val
     }
 }
 
-fn render(
-    store: &crate::store::Store,
-    run: &RunState,
-    json: bool,
-) -> Result<Vec<String>, CommandError> {
-    let rows = rows(store, run)?;
-    let state = match (&run.finished, &run.stopped) {
-        (Some(_), _) => "finished".to_owned(),
-        (None, Some((reason, _))) => format!("stopped ({})", reason.as_str()),
-        (None, None) => "open".to_owned(),
-    };
-    if json {
-        let v = serde_json::json!({
+/// A run and its rows, as the status model gives them.
+pub struct Snapshot {
+    pub run: RunState,
+    pub rows: Vec<TaskRow>,
+}
+
+impl Snapshot {
+    pub fn of(store: &crate::store::Store, run: RunState) -> Result<Self, CommandError> {
+        let rev = run::plan_of(store, &run).map_err(|e| CommandError::error(e.to_string()))?;
+        let rows = view::task_rows(&run, &rev.plan, now_ms());
+        Ok(Self { run, rows })
+    }
+
+    /// The `--json` value.
+    pub fn json(&self) -> serde_json::Value {
+        let run = &self.run;
+        let tasks: Vec<serde_json::Value> = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).expect("rows serialise");
+                v["claim"] = claim_of(run, r.task.as_str(), r.attempt);
+                v
+            })
+            .collect();
+        let usage = view::run_usage(run);
+        let standing = RunStanding::of(run);
+        serde_json::json!({
             "run": run.id,
             "plan_id": run.plan_id,
             "revision": run.revision,
             "target": run.target,
             "base": run.base,
-            "state": state,
-            "cost_usd": run.cost(),
-            "usage": usage(run.attempts().map(|(_, a)| a)),
+            "state": standing.label(),
+            "standing": standing,
+            "exit_code": view::exit_code(run),
+            "counts": view::counts(self.rows.iter().map(|r| &r.status))
+                .into_iter()
+                .map(|(s, n)| (s.as_str().to_owned(), serde_json::json!(n)))
+                .collect::<serde_json::Map<_, _>>(),
+            "cost_usd": usage.cost_usd,
+            "usage": usage,
             "settings": run.settings,
             "summary": run.finished,
-            "tasks": rows,
-        });
-        return Ok(vec![v.to_string()]);
+            "tasks": tasks,
+        })
     }
-    let total = usage(run.attempts().map(|(_, a)| a));
-    let mut lines = vec![format!(
-        "run {} of plan {} revision {} → {} ({state}), cost {}, {}",
-        run.id,
-        run.plan_id,
-        run.revision,
-        run.target,
-        cost_text(&total),
-        tokens_text(&total)
-    )];
-    for r in &rows {
-        let held = &r["claim"];
-        let holder = if held.is_object() && matches!(r["status"].as_str(), Some("running")) {
-            let age = held["lease_age_ms"].as_i64().unwrap_or(0) / 1000;
+
+    /// The table: a title line, column headers, one line per task.
+    pub fn lines(&self) -> Vec<String> {
+        let run = &self.run;
+        let counts = view::counts(self.rows.iter().map(|r| &r.status))
+            .into_iter()
+            .map(|(s, n)| format!("{n} {s}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let usage = view::run_usage(run);
+        let mut lines = vec![
             format!(
-                "  [{} on {}, renewed {} ago{}]",
-                held["writer"].as_str().unwrap_or("?"),
-                held["host"].as_str().unwrap_or("?"),
-                output::format_duration(age as u64),
-                if held["expired"] == true {
-                    ", lease expired"
-                } else {
-                    ""
-                }
+                "run {} of plan {} revision {} → {} ({}): {counts}",
+                run.id,
+                run.plan_id,
+                run.revision,
+                run.target,
+                RunStanding::of(run).label(),
+            ),
+            format!("cost {}", usage.text()),
+        ];
+        let task_w = self
+            .rows
+            .iter()
+            .map(|r| r.task.as_str().chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(4, 24);
+        let agent_w = self
+            .rows
+            .iter()
+            .filter_map(|r| r.agent.as_deref().map(|a| a.chars().count()))
+            .max()
+            .unwrap_or(0)
+            .clamp(5, 16);
+        lines.push(
+            format!(
+                "{:<task_w$}  {:<9}  {:>7}  {:<agent_w$}  {:>7}  {:>15}  {:>8}  {:>5}  DETAIL",
+                "TASK", "STATE", "ATTEMPT", "AGENT", "TIME", "TOKENS IN/OUT", "COST", "PORT"
             )
-        } else {
-            String::new()
-        };
-        let s = |k: &str| {
-            r[k].as_str()
-                .map(str::to_owned)
-                .unwrap_or_else(|| "-".into())
-        };
-        let elapsed = r["elapsed_ms"].as_i64().map_or("-".into(), |ms| {
-            output::format_duration((ms.max(0) / 1000) as u64)
-        });
-        lines.push(format!(
-            "  {:<22} {:<9} {:>3} {:<8} {:>7} {:>8} {:>13} {:<6} {}",
-            s("task"),
-            s("status"),
-            r["attempt"]
-                .as_u64()
-                .map_or("-".into(), |n| format!("#{n}")),
-            s("agent"),
-            elapsed,
-            cost_text(&r["usage"]),
-            short_tokens(&r["usage"]),
-            r["port"].as_u64().map_or("-".into(), |p| p.to_string()),
-            match (&r["failure"], &r["gate"]) {
-                (serde_json::Value::String(f), _) => f.clone(),
-                (_, serde_json::Value::String(g)) => g.clone(),
-                _ => String::new(),
-            } + &holder
-        ));
+            .trim_end()
+            .to_owned(),
+        );
+        for r in &self.rows {
+            let no_attempt = r.attempt.is_none();
+            let dash = |s: String| if no_attempt { "-".to_owned() } else { s };
+            let mut detail = r.detail().unwrap_or_default().to_owned();
+            let held = claim_of(run, r.task.as_str(), r.attempt);
+            if held.is_object() && r.status == view::Status::Running {
+                let age = held["lease_age_ms"].as_i64().unwrap_or(0) / 1000;
+                detail.push_str(&format!(
+                    "[{} on {}, renewed {} ago{}]",
+                    held["writer"].as_str().unwrap_or("?"),
+                    held["host"].as_str().unwrap_or("?"),
+                    output::format_duration(age as u64),
+                    if held["expired"] == true {
+                        ", lease expired"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            lines.push(
+                format!(
+                    "{:<task_w$}  {:<9}  {:>7}  {:<agent_w$}  {:>7}  {:>15}  {:>8}  {:>5}  {detail}",
+                    r.task.as_str(),
+                    r.status.as_str(),
+                    r.attempt.map_or("-".into(), |n| format!("#{n}")),
+                    r.agent.as_deref().unwrap_or("-"),
+                    r.elapsed_ms.map_or("-".into(), |ms| {
+                        output::format_duration((ms.max(0) / 1000) as u64)
+                    }),
+                    r.usage.tokens_cell(),
+                    dash(r.usage.cost_text()),
+                    r.port.map_or("-".into(), |p| p.to_string()),
+                )
+                .trim_end()
+                .to_owned(),
+            );
+        }
+        lines
     }
-    Ok(lines)
+}
+
+/// The terminal of `--watch`: keys without Enter, restored on the way out.
+struct Keys {
+    saved: Option<libc::termios>,
+    /// stdin still gives keys (not at its end).
+    open: bool,
+}
+
+/// Set by SIGINT while watching: the loop ends and the terminal is
+/// restored, instead of the process dying in the middle of a frame.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigint(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+impl Keys {
+    fn new() -> Self {
+        let mut saved = None;
+        // Only in the foreground: a background process changing the
+        // terminal would be stopped by SIGTTOU.
+        // SAFETY: both only read the process group ids.
+        let foreground = unsafe { libc::tcgetpgrp(0) == libc::getpgrp() };
+        if std::io::stdin().is_terminal() && foreground {
+            // SAFETY: tcgetattr/tcsetattr fill and read a termios struct
+            // for fd 0; the handler only stores to an atomic.
+            unsafe {
+                let mut t: libc::termios = std::mem::zeroed();
+                if libc::tcgetattr(0, &mut t) == 0 {
+                    let mut raw = t;
+                    raw.c_lflag &= !(libc::ICANON | libc::ECHO);
+                    raw.c_cc[libc::VMIN] = 0;
+                    raw.c_cc[libc::VTIME] = 0;
+                    if libc::tcsetattr(0, libc::TCSANOW, &raw) == 0 {
+                        saved = Some(t);
+                    }
+                }
+            }
+        }
+        // SAFETY: installs a handler that only stores to an atomic.
+        unsafe {
+            libc::signal(
+                libc::SIGINT,
+                on_sigint as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            );
+        }
+        Self { saved, open: true }
+    }
+
+    /// Waits up to `timeout` for a key; returns whether it was `q`.
+    fn wait_for_q(&mut self, timeout: std::time::Duration) -> bool {
+        if !self.open {
+            std::thread::sleep(timeout);
+            return false;
+        }
+        let mut fds = libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd for fd 0; read into a local buffer.
+        let ready = unsafe { libc::poll(&mut fds, 1, timeout.as_millis() as libc::c_int) };
+        if ready <= 0 {
+            return false;
+        }
+        let mut buf = [0u8; 64];
+        let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if n <= 0 {
+            // The end of stdin (a pipe, /dev/null): no more keys.
+            self.open = false;
+            if n == 0 && self.saved.is_none() {
+                std::thread::sleep(timeout);
+            }
+            return false;
+        }
+        buf[..n as usize].iter().any(|b| matches!(b, b'q' | b'Q'))
+    }
+}
+
+impl Drop for Keys {
+    fn drop(&mut self) {
+        if let Some(t) = &self.saved {
+            // SAFETY: restores the settings read in `new`.
+            unsafe {
+                libc::tcsetattr(0, libc::TCSANOW, t);
+            }
+        }
+    }
 }
 
 pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut index = crate::state::StateIndex::open(&store)?;
-    loop {
-        index.refresh(&store)?;
-        let r = run::pick_run(&mut index, args.run.as_deref())
-            .map_err(|e| CommandError::error(e.to_string()))?;
-        let lines = render(&store, &r, args.json)?;
+    let pick = |index: &mut crate::state::StateIndex| {
+        let r = run::pick_run(index, args.run.as_deref()).map_err(|e| {
+            CommandError::error(super::suggest::with_run_hint(
+                &e.to_string(),
+                args.run.as_deref(),
+                index,
+            ))
+        })?;
+        Snapshot::of(&store, r)
+    };
+    if !args.watch {
+        let snap = pick(&mut index)?;
+        let lines = if args.json {
+            vec![snap.json().to_string()]
+        } else {
+            snap.lines()
+        };
         let mut out = output::Out::new();
-        if args.watch && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            // Clear the screen between frames on a terminal only.
-            out.line("\x1b[2J\x1b[H");
-        }
         for l in lines {
             if !out.line(&l) {
-                return Ok(exit::OK);
+                break;
             }
         }
-        if !args.watch {
+        return Ok(exit::OK);
+    }
+    // Watch one run: the one picked now, even when a newer one starts.
+    let first = pick(&mut index)?;
+    let run_id = first.run.id.clone();
+    let fixed = Some(run_id.to_string());
+    let terminal = std::io::stdout().is_terminal() && !args.json;
+    let mut keys = Keys::new();
+    let mut out = output::Out::new();
+    let mut last: Vec<String> = Vec::new();
+    let mut snap = first;
+    loop {
+        let lines = if args.json {
+            vec![snap.json().to_string()]
+        } else {
+            snap.lines()
+        };
+        if lines != last {
+            if terminal {
+                // Home, each line cleared to its end, the rest below cleared.
+                let mut frame = String::from("\x1b[H");
+                for l in &lines {
+                    frame.push_str(l);
+                    frame.push_str("\x1b[K\n");
+                }
+                frame.push_str("\x1b[J");
+                if last.is_empty() {
+                    frame.insert_str(0, "\x1b[2J");
+                }
+                if !out.line(frame.trim_end_matches('\n')) {
+                    return Ok(exit::OK);
+                }
+            } else {
+                if !args.json && !last.is_empty() {
+                    out.line("");
+                }
+                for l in &lines {
+                    if !out.line(l) {
+                        return Ok(exit::OK);
+                    }
+                }
+            }
+            if !out.flush() {
+                return Ok(exit::OK);
+            }
+            last = lines;
+        }
+        if let Some(code) = view::exit_code(&snap.run) {
+            return Ok(code);
+        }
+        if keys.wait_for_q(std::time::Duration::from_secs(1)) {
             return Ok(exit::OK);
         }
-        out.flush();
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(exit::INTERRUPTED);
+        }
+        index.refresh(&store)?;
+        let r = run::pick_run(&mut index, fixed.as_deref())
+            .map_err(|e| CommandError::error(e.to_string()))?;
+        snap = Snapshot::of(&store, r)?;
     }
+}
+
+/// The usage of `run` for people: `$0.12, 12.3k in, 1.1k out` (`unknown`
+/// rather than `$0.00` where no agent reported a cost).
+pub fn run_usage_text(run: &RunState) -> String {
+    view::run_usage(run).text()
 }

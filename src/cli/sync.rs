@@ -2,16 +2,18 @@
 
 use clap::Args;
 
-use super::{Cli, CommandResult, exit, open_store, output};
+use super::{Cli, CommandError, CommandResult, exit, open_store, output};
 
 /// Fetch other clones' state, integrate it, push this clone's.
 ///
 /// Fetches refs/orch/* into refs/orch-remotes/<REMOTE>/*, fast-forwards
 /// local refs, merges a diverged log keeping both sides, and pushes without
-/// force, repeating if the remote moved meanwhile.
+/// force, repeating if the remote moved meanwhile. Exit 3 when another
+/// writer's log arrived rewritten (both versions are kept; `git orch fsck`
+/// lists the events that differ).
 #[derive(Debug, Args)]
 pub struct SyncArgs {
-    /// The remote (default: orch.remote, else origin).
+    /// The remote (default: config orch.remote, else origin).
     pub remote: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
@@ -34,6 +36,11 @@ pub fn run(cli: &Cli, args: &SyncArgs) -> CommandResult {
             "pushed": report.pushed,
             "rounds": report.rounds,
             "warnings": report.warnings,
+            "rewrites": report.rewrites.iter().map(|r| serde_json::json!({
+                "writer": r.writer,
+                "before": r.before.to_string(),
+                "after": r.after.to_string(),
+            })).collect::<Vec<_>>(),
         });
         output::Out::new().line(&json.to_string());
     }
@@ -52,5 +59,20 @@ pub fn run(cli: &Cli, args: &SyncArgs) -> CommandResult {
     for w in &report.warnings {
         output::status(&format!("warning: {w}"));
     }
-    Ok(exit::OK)
+    if report.rewrites.is_empty() {
+        return Ok(exit::OK);
+    }
+    for r in &report.rewrites {
+        output::status(&format!(
+            "rewritten: the log of writer {} went from {} to {}, which does not descend from it; both versions are kept",
+            r.writer, r.before, r.after
+        ));
+    }
+    Err(CommandError::with_code(
+        exit::BLOCKED,
+        format!(
+            "{} writer log(s) arrived rewritten: state is append-only, so someone rewrote history\nhint: `git orch fsck` lists the events that differ; find out who force-pushed, and protect the remote with `git orch hooks install --server`",
+            report.rewrites.len()
+        ),
+    ))
 }

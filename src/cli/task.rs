@@ -17,9 +17,10 @@ use crate::run;
 #[derive(Debug, Args)]
 pub struct TaskArgs {
     /// The task id.
+    #[arg(add = super::completions::tasks())]
     pub task: String,
-    /// The run (default: the newest unfinished one).
-    #[arg(long, value_name = "RUN")]
+    /// The run (default: the unfinished run that has the task).
+    #[arg(long, value_name = "RUN", add = super::completions::runs())]
     pub run: Option<String>,
 }
 
@@ -28,18 +29,28 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
     let task = TaskId::new(&args.task).map_err(|e| CommandError::error(e.to_string()))?;
     let mut index = crate::state::StateIndex::open(&store)?;
     let r = match &args.run {
-        Some(id) => {
-            run::pick_run(&mut index, Some(id)).map_err(|e| CommandError::error(e.to_string()))?
-        }
+        Some(id) => run::pick_run(&mut index, Some(id)).map_err(|e| {
+            CommandError::error(super::suggest::with_run_hint(
+                &e.to_string(),
+                Some(id),
+                &mut index,
+            ))
+        })?,
         None => {
             let reopen = action == Control::Retry;
             let mut holding = run::control::runs_holding(&store, &mut index, &task, reopen)
                 .map_err(|e| CommandError::error(e.to_string()))?;
             match holding.len() {
                 0 => {
-                    return Err(CommandError::error(format!(
+                    let message = format!(
                         "no {}run has a task {task}\nhint: `git orch status` lists the newest run's tasks; name the run with --run <run>",
                         if reopen { "" } else { "unfinished " }
+                    );
+                    return Err(CommandError::error(super::suggest::with_task_hint(
+                        &message,
+                        task.as_str(),
+                        &store,
+                        &[],
                     )));
                 }
                 1 => holding.remove(0),
@@ -63,8 +74,14 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
     let by = store
         .config_get("user.name")?
         .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "unknown".into()));
-    run::control::control(&store, &r, &task, action, &by)
-        .map_err(|e| CommandError::error(e.to_string()))?;
+    run::control::control(&store, &r, &task, action, &by).map_err(|e| {
+        CommandError::error(super::suggest::with_task_hint(
+            &e.to_string(),
+            task.as_str(),
+            &store,
+            std::slice::from_ref(&r.plan_id),
+        ))
+    })?;
     output::status(&format!(
         "Recorded {} of {task} in run {}.{}",
         action.as_str(),

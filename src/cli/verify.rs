@@ -7,6 +7,8 @@ use crate::merge::verify;
 
 /// Exit 0 only if every given commit was landed by git-orch from a run
 /// whose plan approval is valid for the recorded hash and whose gates
+/// passed, or from a person's branch (`git orch land`) whose approval is
+/// bound to exactly the tree that landed and whose integration gate
 /// passed.
 ///
 /// COMMIT is a commit or a range `A..B` (every commit in it is checked).
@@ -14,6 +16,7 @@ use crate::merge::verify;
 /// commit fails.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
+    /// The commit, or a range A..B of commits.
     pub commit: String,
     /// Print the result as JSON on stdout.
     #[arg(long)]

@@ -19,15 +19,17 @@ use crate::worker::{Report, Worker, WorkerOptions, WorkerOutcome};
 /// --start-only` and `git orch sync`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
-    /// The remote every machine shares.
+    /// The remote every machine shares (default: config orch.remote, which
+    /// `git orch init --remote` sets).
     #[arg(long, value_name = "REMOTE")]
-    pub remote: String,
+    pub remote: Option<String>,
     /// Run every attempt here with this agent instead of the run's.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = super::completions::agents())]
     pub agent: Option<String>,
-    /// Most attempts running here at once.
-    #[arg(long, value_name = "N", default_value_t = 2)]
-    pub cap: usize,
+    /// Most attempts running here at once (default: config orch.cap, else
+    /// 2).
+    #[arg(long, value_name = "N")]
+    pub cap: Option<usize>,
     /// How long a claim holds without renewal, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub lease: u64,
@@ -42,9 +44,74 @@ pub struct WorkerArgs {
     pub until_done: bool,
 }
 
-fn render(renderer: &progress::Renderer, r: Report) {
+/// What the worker's live view needs to take a run's rows from the log.
+struct Model {
+    store: std::sync::Mutex<crate::store::Store>,
+    state: crate::state::SharedIndex,
+    /// Runs this worker showed rows of, with their plans.
+    runs:
+        std::sync::Mutex<std::collections::BTreeMap<crate::ids::RunId, Option<crate::plan::Plan>>>,
+}
+
+impl Model {
+    /// Takes `run`'s rows from the log again (after a task's state
+    /// changed: another worker may have landed what this one ran).
+    fn reseed(&self, renderer: &progress::Renderer, run: &str) {
+        let Ok(id) = crate::ids::RunId::new(run) else {
+            return;
+        };
+        let store = self.store.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let Ok(Some(state)) = self.state.read(&store, |index| {
+            Ok::<_, crate::store::StoreError>(index.run(&id)?.cloned())
+        }) else {
+            return;
+        };
+        let plan = runs.entry(id).or_insert(None);
+        if plan.is_none() {
+            *plan = crate::run::plan_of(&store, &state).ok().map(|r| r.plan);
+        }
+        if let Some(plan) = plan {
+            // Only tasks this worker shows: other workers' tasks are theirs.
+            for row in crate::run::view::task_rows(&state, plan, now_ms()) {
+                if renderer.has_row(row.task.as_str()) {
+                    renderer.show(&row);
+                }
+            }
+        }
+    }
+
+    /// Every run shown, once more, before the last frame.
+    fn reseed_all(&self, renderer: &progress::Renderer) {
+        let runs: Vec<String> = self
+            .runs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .map(|r| r.to_string())
+            .collect();
+        for r in runs {
+            self.reseed(renderer, &r);
+        }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+fn render(renderer: &progress::Renderer, model: &Model, r: Report) {
     match r {
-        Report::Run { progress, .. } => renderer.handle(progress),
+        Report::Run { run, progress } => {
+            let reseed = super::run::changes_state(&progress);
+            renderer.handle(progress);
+            if reseed {
+                model.reseed(renderer, &run);
+            }
+        }
         Report::Claimed {
             run,
             task,
@@ -66,10 +133,13 @@ fn render(renderer: &progress::Renderer, r: Report) {
             renderer.note(&format!("run {run}: not working it here: {why}"))
         }
         Report::SyncFailed(why) => renderer.note(&format!("sync failed (will try again): {why}")),
-        Report::Finished { run, summary } => renderer.note(&format!(
-            "Run {run} finished: {} of {} tasks done, {} attempts.",
-            summary.done, summary.tasks, summary.attempts
-        )),
+        Report::Finished { run, summary } => {
+            model.reseed(renderer, &run);
+            renderer.note(&format!(
+                "Run {run} finished: {} of {} tasks done, {} attempts.",
+                summary.done, summary.tasks, summary.attempts
+            ))
+        }
     }
 }
 
@@ -87,18 +157,51 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         ));
     }
     let store = open_store(&cli.directory)?;
-    let renderer = std::sync::Arc::new(progress::Renderer::new(format!(
-        "worker on {}",
-        args.remote
-    )));
+    let remote = match &args.remote {
+        Some(r) => r.clone(),
+        None => store.config_get("orch.remote")?.ok_or_else(|| {
+            CommandError::with_code(
+                exit::USAGE,
+                "no remote: pass --remote <remote>, or set orch.remote (`git orch init --remote <remote>` does)",
+            )
+        })?,
+    };
+    let cap = match args.cap {
+        Some(c) => c,
+        None => {
+            let head = store.resolve_commit("HEAD")?;
+            let values = store.project_config(head)?;
+            let settings = crate::config::Settings::from_values(&values).map_err(|e| {
+                CommandError::error(format!(
+                    "{e}\nhint: fix .orch/config, or the orch.* keys of this repository"
+                ))
+            })?;
+            let configured = values
+                .section("orch", None)
+                .is_some_and(|s| s.get("cap").is_some());
+            if configured { settings.cap } else { 2 }
+        }
+    };
+    if cap == 0 {
+        return Err(CommandError::with_code(
+            exit::USAGE,
+            "--cap must be at least 1",
+        ));
+    }
+    let model = Model {
+        store: std::sync::Mutex::new(open_store(&cli.directory)?),
+        state: crate::state::SharedIndex::open(&store)?,
+        runs: Default::default(),
+    };
+    let renderer = std::sync::Arc::new(progress::Renderer::new(format!("worker on {remote}")));
     let opts = WorkerOptions {
         on_step: Some(crate::run::StepObserver(std::sync::Arc::new({
             let renderer = renderer.clone();
             move |p| renderer.handle(p)
         }))),
-        remote: args.remote.clone(),
+        remote: remote.clone(),
         agent: args.agent.clone(),
-        cap: args.cap,
+        cap,
         lease: Duration::from_secs(args.lease),
         poll: Duration::from_secs_f64(args.poll),
         once: args.once,
@@ -118,10 +221,24 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
     output::status(&format!(
-        "Worker on {} (cap {}, lease {}s).",
-        args.remote, args.cap, args.lease
+        "Worker on {remote} (cap {cap}, lease {}s).",
+        args.lease
     ));
-    let outcome = runtime.block_on(worker.work(&|r| render(&renderer, r)));
+    let outcome = runtime.block_on(worker.work(&|r| {
+        if let Report::Run { run, .. } = &r
+            && let Ok(id) = crate::ids::RunId::new(run)
+        {
+            model
+                .runs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(id)
+                .or_insert(None);
+        }
+        render(&renderer, &model, r)
+    }));
+    // The last frame as the log has it: what other workers landed too.
+    model.reseed_all(&renderer);
     renderer.finish();
     match outcome.map_err(|e| CommandError::error(e.to_string()))? {
         WorkerOutcome::Done => Ok(exit::OK),

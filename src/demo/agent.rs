@@ -341,6 +341,7 @@ mod tests {
                 conflicts: Vec::new(),
                 findings: Vec::new(),
             }],
+            previous: None,
         }
     }
 

@@ -1,6 +1,14 @@
 //! The built-in gates, computed from `git diff base..result` of the trees:
 //! `diff`, `scope`, `secrets`, `placeholders`.
 //!
+//! What lands is more than the net diff whenever an attempt's commits stay
+//! reachable (the keep ref that `sync` pushes holds them; the `rebase` and
+//! `merge` strategies put them on the target). So `scope` and `secrets`
+//! also judge every commit of the attempt, one step at a time: a secret
+//! committed and removed later, or a file outside the owned globs touched
+//! and reverted, fails the attempt. `placeholders` judges every commit
+//! only when the strategy keeps them on the target.
+//!
 //! They need no worktree and run in milliseconds, so they always run
 //! first; an attempt that fails `scope` or `secrets` does not earn a test
 //! run. Every path a change touches counts for scope: additions,
@@ -24,43 +32,119 @@ use crate::store::{Oid, Store, StoreError};
 pub const MAX_SCAN_BYTES: usize = 4 * 1024 * 1024;
 
 /// What the built-in gates look at, computed once per result.
+#[derive(Debug, Default)]
 pub struct Changes {
+    /// The net change base → result.
     pub paths: Vec<PathChange>,
     pub added: Vec<AddedLine>,
     /// Added files named like a `.env` file (reported even when empty).
     pub added_files: Vec<String>,
+    /// What single commits of the attempt did that the net change does not
+    /// show (touched and reverted, added and removed), with the commit.
+    pub history: History,
+    /// Whether placeholders count in every commit (the strategy keeps the
+    /// attempt's commits on the target).
+    pub every_commit: bool,
+}
+
+/// Changes made and undone inside an attempt's history.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Paths changed by some commit but not by the net change.
+    pub paths: Vec<(String, Oid)>,
+    /// Lines added by some commit that the net change does not add.
+    pub added: Vec<(Oid, AddedLine)>,
+    /// Files added by some commit that the net change does not add.
+    pub added_files: Vec<(Oid, String)>,
+}
+
+/// The lines the change from `old` to `new` adds, and the files it adds.
+fn added_by(
+    store: &Store,
+    paths: &[PathChange],
+) -> Result<(Vec<AddedLine>, Vec<String>), StoreError> {
+    let mut added = Vec::new();
+    let mut added_files = Vec::new();
+    for c in paths {
+        let Some(new) = c.new else { continue };
+        if c.submodule {
+            continue;
+        }
+        if c.old.is_none() {
+            added_files.push(c.path.clone());
+        }
+        let new_bytes = store.read_blob(new)?;
+        if new_bytes.len() > MAX_SCAN_BYTES {
+            continue;
+        }
+        let old_bytes = match c.old {
+            Some(o) if !c.symlink => store.read_blob(o)?,
+            _ => Vec::new(),
+        };
+        added.extend(added_lines(&c.path, &old_bytes, &new_bytes));
+    }
+    Ok((added, added_files))
 }
 
 impl Changes {
-    /// Reads the changes between two trees and the lines they add.
-    pub fn read(store: &Store, base_tree: Oid, result_tree: Oid) -> Result<Self, StoreError> {
+    /// Reads the changes between two trees and the lines they add, and
+    /// what each of `steps` (commit, parent tree, tree: the attempt's
+    /// commits) did beyond that.
+    pub fn read(
+        store: &Store,
+        base_tree: Oid,
+        result_tree: Oid,
+        steps: &[(Oid, Oid, Oid)],
+    ) -> Result<Self, StoreError> {
         let paths = store.diff_trees(base_tree, result_tree)?;
-        let mut added = Vec::new();
-        let mut added_files = Vec::new();
-        for c in &paths {
-            let Some(new) = c.new else { continue };
-            if c.submodule {
-                continue;
+        let (added, added_files) = added_by(store, &paths)?;
+        let mut history = History::default();
+        // One commit from base to result shows nothing the net does not.
+        if steps.len() > 1
+            || steps
+                .first()
+                .is_some_and(|s| (s.1, s.2) != (base_tree, result_tree))
+        {
+            let net_paths: std::collections::HashSet<&str> =
+                paths.iter().map(|c| c.path.as_str()).collect();
+            let net_lines: std::collections::HashSet<(&str, &str)> = added
+                .iter()
+                .map(|l| (l.path.as_str(), l.text.as_str()))
+                .collect();
+            let mut seen_paths = std::collections::HashSet::new();
+            for &(commit, parent_tree, tree) in steps {
+                let step = store.diff_trees(parent_tree, tree)?;
+                for c in &step {
+                    if !net_paths.contains(c.path.as_str()) && seen_paths.insert(c.path.clone()) {
+                        history.paths.push((c.path.clone(), commit));
+                    }
+                }
+                let (lines, files) = added_by(store, &step)?;
+                for l in lines {
+                    if !net_lines.contains(&(l.path.as_str(), l.text.as_str())) {
+                        history.added.push((commit, l));
+                    }
+                }
+                for f in files {
+                    if !added_files.contains(&f) {
+                        history.added_files.push((commit, f));
+                    }
+                }
             }
-            if c.old.is_none() {
-                added_files.push(c.path.clone());
-            }
-            let new_bytes = store.read_blob(new)?;
-            if new_bytes.len() > MAX_SCAN_BYTES {
-                continue;
-            }
-            let old_bytes = match c.old {
-                Some(o) if !c.symlink => store.read_blob(o)?,
-                _ => Vec::new(),
-            };
-            added.extend(added_lines(&c.path, &old_bytes, &new_bytes));
         }
         Ok(Self {
             paths,
             added,
             added_files,
+            history,
+            every_commit: false,
         })
     }
+}
+
+/// A commit id as people read it.
+fn short(commit: &Oid) -> String {
+    commit.to_string()[..12].to_owned()
 }
 
 fn verdict(
@@ -133,6 +217,7 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                 .paths
                 .iter()
                 .map(|c| c.path.as_str())
+                .chain(changes.history.paths.iter().map(|(p, _)| p.as_str()))
                 .filter(|p| !ownership.is_owned(p))
                 .collect();
             if outside.is_empty() {
@@ -152,6 +237,15 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                     .copied()
                     .filter(|p| crate::plan::pinch::is_lockfile(p))
                     .collect();
+                // Changed and reverted inside the history: say where.
+                let reverted: Vec<String> = changes
+                    .history
+                    .paths
+                    .iter()
+                    .filter(|(p, _)| !ownership.is_owned(p))
+                    .take(5)
+                    .map(|(p, c)| format!("{p} (in commit {}, reverted later)", short(c)))
+                    .collect();
                 let hint = match lockfiles.first() {
                     Some(l) => format!(
                         "; {l} is a lockfile, which only the subtask that owns it may change: keep dependencies as they are, or revise the plan so this subtask owns it (docs/plans.md, \"Manifests and lockfiles\")"
@@ -163,21 +257,52 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                     failed(def),
                     start,
                     format!(
-                        "{} changed path(s) outside the owned globs: {}{}{hint}",
+                        "{} changed path(s) outside the owned globs: {}{}{}{hint}",
                         outside.len(),
                         shown.join(", "),
                         if outside.len() > shown.len() {
                             ", …"
                         } else {
                             ""
+                        },
+                        if reverted.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", reverted.join(", "))
                         }
                     ),
-                    json!({ "out_of_scope": outside, "owned_globs": owned, "lockfiles": lockfiles }),
+                    json!({ "out_of_scope": outside, "owned_globs": owned, "lockfiles": lockfiles, "reverted": reverted }),
                 )
             }
         }
         GateKind::Secrets => {
             let mut findings = secrets::scan(&changes.added);
+            // Lines a commit added and a later one removed still sit in a
+            // commit that stays reachable: scanned, and named by commit.
+            let mut by_commit: Vec<(Oid, Vec<AddedLine>)> = Vec::new();
+            for (c, l) in &changes.history.added {
+                match by_commit.last_mut() {
+                    Some((last, lines)) if last == c => lines.push(l.clone()),
+                    _ => by_commit.push((*c, vec![l.clone()])),
+                }
+            }
+            for (c, files) in &changes.history.added_files {
+                by_commit.push((
+                    *c,
+                    vec![AddedLine {
+                        path: files.clone(),
+                        line: 1,
+                        text: String::new(),
+                    }],
+                ));
+            }
+            let mut in_history = Vec::new();
+            for (c, lines) in &by_commit {
+                for mut f in secrets::scan(lines) {
+                    f.path = format!("{} (in commit {}, removed later)", f.path, short(c));
+                    in_history.push(f);
+                }
+            }
             // An added `.env` file is reported even when it is empty.
             for f in &changes.added_files {
                 let added = AddedLine {
@@ -195,12 +320,16 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                     }
                 }
             }
+            findings.extend(in_history);
             if findings.is_empty() {
                 verdict(
                     def,
                     GateStatus::Pass,
                     start,
-                    format!("{} added line(s) scanned, no secret", changes.added.len()),
+                    format!(
+                        "{} added line(s) scanned, no secret",
+                        changes.added.len() + changes.history.added.len()
+                    ),
                     json!(null),
                 )
             } else {
@@ -222,7 +351,18 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
             }
         }
         GateKind::Placeholders => {
-            let findings = placeholders::scan(&changes.added);
+            let mut findings = placeholders::scan(&changes.added);
+            if changes.every_commit {
+                // The commits land as they are: what one adds and a later
+                // one removes is on the target all the same.
+                let lines: Vec<AddedLine> = changes
+                    .history
+                    .added
+                    .iter()
+                    .map(|(_, l)| l.clone())
+                    .collect();
+                findings.extend(placeholders::scan(&lines));
+            }
             if findings.is_empty() {
                 verdict(
                     def,
@@ -281,8 +421,7 @@ mod tests {
                     symlink: false,
                     submodule: false,
                 }],
-                added: Vec::new(),
-                added_files: Vec::new(),
+                ..Default::default()
             };
             let v = evaluate(&scope_def(), &changes, &globs);
             let expected = if owned {
@@ -309,8 +448,7 @@ mod tests {
                     submodule: false,
                 })
                 .collect(),
-            added: Vec::new(),
-            added_files: Vec::new(),
+            ..Default::default()
         };
         let v = evaluate(&scope_def(), &changes, &["crates/a/**".into()]);
         assert_eq!(v.status, GateStatus::Fail);

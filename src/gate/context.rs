@@ -46,7 +46,28 @@ pub struct RetryContext {
     /// Its failure class and reason.
     pub failure: Failure,
     pub failures: Vec<ContextFailure>,
+    /// What that attempt changed, so the next one does not start blind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousWork>,
 }
+
+/// The previous attempt's work as the next one sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousWork {
+    /// Its base and result commits.
+    pub base: String,
+    pub commit: String,
+    /// Whether the next attempt's worktree starts from that result (a
+    /// content failure) or from the base (scope or secrets: start clean).
+    pub continued: bool,
+    /// Its diff (masked, at most [`PREVIOUS_DIFF_BYTES`]); empty until the
+    /// attempt that reads it fills it in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub diff: String,
+}
+
+/// How much of the previous attempt's diff a retry is shown.
+pub const PREVIOUS_DIFF_BYTES: usize = 24 * 1024;
 
 fn strings(v: &Value, key: &str) -> Vec<String> {
     v.get(key)
@@ -127,6 +148,7 @@ impl RetryContext {
             attempt,
             failure: failure.clone(),
             failures,
+            previous: None,
         }
     }
 
@@ -169,6 +191,22 @@ impl RetryContext {
                 s.push_str(&format!(
                     "Output (last lines):\n```\n{}\n```\n",
                     f.tail.trim_end()
+                ));
+            }
+        }
+        if let Some(p) = &self.previous {
+            if p.continued {
+                s.push_str(&format!(
+                    "\n## Your worktree starts from that attempt's result\n\nIts changes are already here (commit {}); fix what failed rather than starting over.\n",
+                    &p.commit[..12.min(p.commit.len())]
+                ));
+            } else {
+                s.push_str("\n## Your worktree starts clean\n\nThat attempt's changes are not here; its diff is below for reference. Do not repeat what failed.\n");
+            }
+            if !p.diff.is_empty() {
+                s.push_str(&format!(
+                    "\nThe previous attempt's diff:\n```diff\n{}\n```\n",
+                    p.diff.trim_end()
                 ));
             }
         }

@@ -27,6 +27,11 @@ pub struct Subject {
     pub attempt: u32,
     pub base_tree: Oid,
     pub result_tree: Oid,
+    /// The attempt's commits from its base to its result: (commit, parent
+    /// tree, tree), oldest first. Content gates judge each.
+    pub steps: Vec<(Oid, Oid, Oid)>,
+    /// Whether the merge strategy keeps those commits on the target.
+    pub every_commit: bool,
     /// Where command gates run.
     pub worktree: PathBuf,
     /// `ORCH_*` environment for command gates.
@@ -83,7 +88,22 @@ pub fn failure_of(v: &Verdict) -> Failure {
 
 /// A masked unified diff of the change, for the reviewer (bounded).
 fn diff_text(store: &Store, changes: &Changes) -> Result<String, StoreError> {
-    const MAX: usize = 200 * 1024;
+    diff_of(store, changes, 200 * 1024)
+}
+
+/// The unified diff between two trees, masked, cut at `max` bytes (what a
+/// retry is shown of the attempt before it).
+pub fn diff_between(
+    store: &Store,
+    old_tree: Oid,
+    new_tree: Oid,
+    max: usize,
+) -> Result<String, StoreError> {
+    diff_of(store, &Changes::read(store, old_tree, new_tree, &[])?, max)
+}
+
+fn diff_of(store: &Store, changes: &Changes, max: usize) -> Result<String, StoreError> {
+    let max = max.max(1);
     let mut out = String::new();
     for c in &changes.paths {
         let read = |id: Option<Oid>| -> Result<String, StoreError> {
@@ -99,8 +119,12 @@ fn diff_text(store: &Store, changes: &Changes) -> Result<String, StoreError> {
                 .header(&format!("a/{}", c.path), &format!("b/{}", c.path))
                 .to_string(),
         );
-        if out.len() > MAX {
-            out.truncate(MAX);
+        if out.len() > max {
+            let mut cut = max;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
             out.push_str("\n… (diff truncated)\n");
             break;
         }
@@ -121,6 +145,7 @@ pub async fn evaluate(
     let (builtins, diff) = {
         let dir = subject.common_dir.clone();
         let (base, result) = (subject.base_tree, subject.result_tree);
+        let (steps, every_commit) = (subject.steps.clone(), subject.every_commit);
         let owned = subject.task.owned_globs.clone();
         let builtin_defs: Vec<GateDef> = defs
             .iter()
@@ -129,7 +154,8 @@ pub async fn evaluate(
             .collect();
         tokio::task::spawn_blocking(move || -> Result<(Vec<Verdict>, String), StoreError> {
             let store = Store::open(&dir)?;
-            let changes = Changes::read(&store, base, result)?;
+            let mut changes = Changes::read(&store, base, result, &steps)?;
+            changes.every_commit = every_commit;
             let verdicts = builtin_defs
                 .iter()
                 .map(|d| {

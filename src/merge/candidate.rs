@@ -1,14 +1,19 @@
 //! Building a candidate: an attempt's work on top of a commit of the
 //! target, in memory, with one of three strategies.
 //!
-//! * **rebase** (default): each commit of the attempt (base..result, first
-//!   parents) is replayed onto the target, keeping its author and message:
-//!   linear history.
-//! * **merge**: one merge commit with the target and the attempt's result as
-//!   parents.
-//! * **squash**: one commit on the target holding the attempt's whole
-//!   change, titled by the subtask, with trailers naming run, task, attempt
-//!   and plan hash.
+//! * **squash** (default): one commit per subtask whose tree is the gated
+//!   tree merged onto the target (the agent's own commits folded in). Its
+//!   subject is the subtask's title, its body the deliverable, and its
+//!   trailers name plan, revision and hash, run, task, attempt and
+//!   approver, with the agent as `Co-authored-by`. Its author is the person
+//!   who started the run, and so is its committer unless `[land]
+//!   committer = git-orch`. The message follows `[land] subject`/`body`.
+//! * **rebase**: each commit of the attempt (base..result, first parents)
+//!   is replayed onto the target, keeping its author and message, with the
+//!   landing person as committer; commits that change nothing are left
+//!   out. Every one of them passed the content gates.
+//! * **merge**: one merge commit with the target and the attempt's result
+//!   as parents, written like a squash commit.
 //!
 //! Every step is a three-way tree merge in gix; a conflict stops the build
 //! and is returned with its paths and hunks. Nothing touches a working tree.
@@ -53,6 +58,8 @@ pub struct Entry {
     pub base: Oid,
     /// Its result commit.
     pub result: Oid,
+    /// The agent that wrote it.
+    pub agent: String,
 }
 
 impl Entry {
@@ -73,18 +80,80 @@ pub enum Built {
     Conflict(Vec<MergeConflict>),
 }
 
-/// What the commit messages name.
+/// What the commits a landing writes say, and who they are by.
 pub struct Names<'a> {
     pub run: &'a str,
     pub plan_id: &'a str,
     pub plan_hash: &'a str,
+    pub revision: u32,
+    /// Who approved the plan revision.
+    pub approver: &'a str,
+    /// The author (name, email): the person who started the run.
+    pub author: (&'a str, &'a str),
+    /// The committer (name, email).
+    pub committer: (&'a str, &'a str),
+    pub land: &'a crate::config::LandSettings,
+}
+
+fn fill(template: &str, entry: &Entry, names: &Names) -> String {
+    template
+        .replace("{title}", &entry.task.title)
+        .replace("{deliverable}", &entry.task.deliverable)
+        .replace("{task}", entry.task.id.as_str())
+        .replace("{plan}", names.plan_id)
+        .replace("{run}", names.run)
+        .replace("{attempt}", &entry.attempt.to_string())
+        .replace("{agent}", &entry.agent)
 }
 
 fn trailers(entry: &Entry, names: &Names) -> String {
+    let agent = &entry.agent;
     format!(
-        "Orch-Run: {}\nOrch-Task: {}\nOrch-Attempt: {}\nOrch-Plan: {}\nOrch-Plan-Hash: {}\n",
-        names.run, entry.task.id, entry.attempt, names.plan_id, names.plan_hash
+        "Orch-Plan: {} revision {}\nOrch-Plan-Hash: {}\nOrch-Run: {}\nOrch-Task: {}\nOrch-Attempt: {}\nOrch-Approved-By: {}\nCo-authored-by: {agent} (coding agent) <{agent}@agents.git-orch.invalid>\n",
+        names.plan_id,
+        names.revision,
+        names.plan_hash,
+        names.run,
+        entry.task.id,
+        entry.attempt,
+        names.approver
     )
+}
+
+/// The message of the one commit a subtask lands as: subject, body,
+/// trailers. `agent_subject` is the subject of the agent's one commit, when
+/// it made exactly one.
+fn message(entry: &Entry, names: &Names, agent_subject: Option<&str>) -> String {
+    let subject = match agent_subject {
+        Some(s) if names.land.agent_subject && !s.trim().is_empty() => s.trim().to_owned(),
+        _ => fill(&names.land.subject, entry, names),
+    };
+    // A subject is one line.
+    let subject = subject.lines().next().unwrap_or_default().to_owned();
+    let body = fill(&names.land.body, entry, names);
+    let body = body.trim();
+    if body.is_empty() {
+        format!("{subject}\n\n{}", trailers(entry, names))
+    } else {
+        format!("{subject}\n\n{body}\n\n{}", trailers(entry, names))
+    }
+}
+
+/// The subject of the agent's commit when the attempt is exactly one
+/// commit of its own (not git-orch's result commit).
+fn only_agent_subject(store: &Store, entry: &Entry) -> Result<Option<String>, StoreError> {
+    let range = store.first_parent_range(entry.base, entry.result)?;
+    let own: Vec<_> = range
+        .iter()
+        .map(|c| store.commit_info(*c))
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|i| !i.message.contains("\nOrch-Run: "))
+        .collect();
+    Ok(match own.as_slice() {
+        [one] => one.message.lines().next().map(str::to_owned),
+        _ => None,
+    })
 }
 
 fn merge(store: &Store, base: Oid, ours: Oid, theirs: Oid) -> Result<TreeMerge, StoreError> {
@@ -100,13 +169,11 @@ pub fn build(
     names: &Names,
 ) -> Result<Built, StoreError> {
     let onto_tree = store.commit_info(onto)?.tree;
-    let result = store.commit_info(entry.result)?;
-    let author = (
-        result.author_name.as_str(),
-        result.author_email.as_str(),
-        result.time,
-        0,
-    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    let author = (names.author.0, names.author.1, now, 0);
     match strategy {
         Strategy::Rebase => {
             let mut current = onto;
@@ -122,8 +189,13 @@ pub fn build(
                     TreeMerge::Clean(t) => t,
                     TreeMerge::Conflicts(c) => return Ok(Built::Conflict(c)),
                 };
-                let new = store.write_commit_by(
+                if tree == current_tree {
+                    // Never an empty commit on the target.
+                    continue;
+                }
+                let new = store.write_commit_as(
                     (&info.author_name, &info.author_email, info.time, 0),
+                    names.committer,
                     &info.message,
                     tree,
                     &[current],
@@ -138,35 +210,31 @@ pub fn build(
             })
         }
         Strategy::Squash | Strategy::Merge => {
+            let result = store.commit_info(entry.result)?;
             let base_tree = store.commit_info(entry.base)?.tree;
             let tree = match merge(store, base_tree, onto_tree, result.tree)? {
                 TreeMerge::Clean(t) => t,
                 TreeMerge::Conflicts(c) => return Ok(Built::Conflict(c)),
             };
-            let (message, parents) = if strategy == Strategy::Squash {
-                (
-                    format!(
-                        "{}\n\n{}\n\n{}",
-                        entry.task.title,
-                        entry.task.deliverable,
-                        trailers(entry, names)
-                    ),
-                    vec![onto],
-                )
+            if strategy == Strategy::Squash && tree == onto_tree {
+                // The target has all of it already: nothing to land.
+                return Ok(Built::Commits {
+                    tip: onto,
+                    commits: Vec::new(),
+                });
+            }
+            let agent_subject = if names.land.agent_subject {
+                only_agent_subject(store, entry)?
             } else {
-                (
-                    format!(
-                        "Merge {} attempt {} of run {}\n\n{}\n\n{}",
-                        entry.task.id,
-                        entry.attempt,
-                        names.run,
-                        entry.task.title,
-                        trailers(entry, names)
-                    ),
-                    vec![onto, entry.result],
-                )
+                None
             };
-            let tip = store.write_commit_by(author, &message, tree, &parents)?;
+            let message = message(entry, names, agent_subject.as_deref());
+            let parents = if strategy == Strategy::Squash {
+                vec![onto]
+            } else {
+                vec![onto, entry.result]
+            };
+            let tip = store.write_commit_as(author, names.committer, &message, tree, &parents)?;
             Ok(Built::Commits {
                 tip,
                 commits: vec![tip],

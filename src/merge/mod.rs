@@ -11,11 +11,14 @@
 //! two; with a remote, one atomic push does both). If someone moved the target
 //! meanwhile, the swap fails and the candidate is rebuilt and re-gated. A
 //! working tree with the target checked out is fast-forwarded when clean;
-//! when dirty, the landing is refused and nothing moves. `verify` answers,
-//! for any commit, whether git-orch landed it from an approved, gated run.
+//! when dirty, the landing is refused and nothing moves. A person's own
+//! branch takes the same path ([`hand`], `git orch land`) with an approval
+//! bound to its tree. `verify` answers, for any commit, whether git-orch
+//! landed it from an approved, gated run or an approved, gated branch.
 
 pub mod candidate;
 pub mod checkout;
+pub mod hand;
 pub mod queue;
 pub mod verify;
 

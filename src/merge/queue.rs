@@ -46,6 +46,10 @@ pub struct Queue {
     pub remote: Option<String>,
     /// The folded log (the driver's, when the queue runs inside a run).
     pub state: SharedIndex,
+    /// Who approved the run's plan revision (named in landed commits).
+    pub approver: String,
+    /// The author of landed commits: the person who started the run.
+    pub author: (String, String),
 }
 
 async fn blocking<T: Send + 'static>(
@@ -97,7 +101,7 @@ impl Queue {
         let strategy = match strategy {
             Some(s) => s,
             None => match settings.merge_strategy.as_deref() {
-                None => Strategy::Rebase,
+                None => Strategy::Squash,
                 Some(s) => Strategy::parse(s).ok_or_else(|| {
                     MergeError::Config(format!(
                         "orch.mergeStrategy {s:?} is not rebase, merge or squash"
@@ -115,6 +119,17 @@ impl Queue {
             strategy,
             remote: None,
             state,
+            approver: approver_of(store, run),
+            author: run
+                .by
+                .as_ref()
+                .map(|p| (p.name.clone(), p.email.clone()))
+                .unwrap_or_else(|| {
+                    (
+                        crate::store::ORCH_NAME.to_owned(),
+                        crate::store::ORCH_EMAIL.to_owned(),
+                    )
+                }),
         })
     }
 
@@ -164,6 +179,7 @@ impl Queue {
                         attempt: last.n,
                         base,
                         result,
+                        agent: last.agent.clone(),
                     },
                     last.finished_ms.unwrap_or(0),
                 ));
@@ -362,10 +378,20 @@ impl Queue {
                     this.target, this.target
                 ))
             })?;
+            let committer = if this.settings.land.orch_committer {
+                (crate::store::ORCH_NAME, crate::store::ORCH_EMAIL)
+            } else {
+                (this.author.0.as_str(), this.author.1.as_str())
+            };
             let names = Names {
                 run: this.run.as_str(),
                 plan_id: this.revision.plan.id.as_str(),
                 plan_hash: &this.revision.hash,
+                revision: this.revision.revision,
+                approver: &this.approver,
+                author: (this.author.0.as_str(), this.author.1.as_str()),
+                committer,
+                land: &this.settings.land,
             };
             let mut stack = Vec::new();
             let mut onto = tip;
@@ -856,6 +882,22 @@ impl Queue {
         })
         .await;
     }
+}
+
+/// Who approved the plan revision `run` executes, as its approval says.
+fn approver_of(store: &Store, run: &RunState) -> String {
+    store
+        .parse_oid(&run.approval)
+        .ok()
+        .and_then(|c| {
+            store
+                .file_at(c, crate::approval::APPROVAL_FILE)
+                .ok()
+                .flatten()
+        })
+        .and_then(|bytes| serde_json::from_slice::<crate::approval::Approval>(&bytes).ok())
+        .map(|a| a.approver)
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Records landings of `run` as void: the target never moved there, and

@@ -4,7 +4,11 @@
 //! commit passes only if a `landed` event lists it, the run's approval
 //! decision approves exactly the run's plan hash (and the stored plan bytes
 //! hash to it), the attempt passed its gates, and the candidate it landed in
-//! passed the integration gate.
+//! passed the integration gate. A commit of a person's branch landed by
+//! `git orch land` passes if a `branch_landed` event lists it, the approval
+//! commit it cites approves exactly the tree that landed (signed, when
+//! `orch.requireSignedApprovals` asks), and the gate's verdicts recorded
+//! with it passed.
 
 use serde::Serialize;
 
@@ -25,6 +29,9 @@ pub struct Verification {
     pub task: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// For a hand landing: the branch that landed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
 }
 
 fn no(commit: Oid, reason: String) -> Verification {
@@ -35,6 +42,7 @@ fn no(commit: Oid, reason: String) -> Verification {
         run: None,
         task: None,
         attempt: None,
+        branch: None,
     }
 }
 
@@ -63,6 +71,24 @@ pub fn verify(
                 break;
             }
         }
+        if found.is_none()
+            && let Some(hand) = index.hand_landing(&hex)?
+        {
+            let (ok, reason) = match check_hand(store, &hand, require_signed) {
+                Ok(reason) => (true, reason),
+                Err(reason) => (false, reason),
+            };
+            out.push(Verification {
+                commit: hex,
+                ok,
+                reason,
+                run: None,
+                task: None,
+                attempt: None,
+                branch: Some(hand.branch),
+            });
+            continue;
+        }
         let Some((run, landing)) = found else {
             out.push(no(
                 c,
@@ -83,6 +109,7 @@ pub fn verify(
             run: Some(run.id.to_string()),
             task: Some(task),
             attempt: Some(attempt),
+            branch: None,
         });
     }
     Ok(out)
@@ -161,5 +188,55 @@ fn check_run(
     Ok(format!(
         "landed by git-orch from run {} ({task}, attempt {attempt}) of plan {} revision {}, approved by {}",
         run.id, run.plan_id, run.revision, approval.approver
+    ))
+}
+
+/// Whether a hand landing (`git orch land`) may stand: its approval commit
+/// approves exactly the tree that landed, and the integration gate passed
+/// on the candidate.
+fn check_hand(
+    store: &Store,
+    hand: &crate::state::BranchLanding,
+    require_signed: bool,
+) -> Result<String, String> {
+    let approval_commit = store
+        .parse_oid(&hand.approval)
+        .map_err(|_| format!("the landing of branch {} names no approval", hand.branch))?;
+    let approval = crate::approval::read_branch_approval(store, approval_commit, &hand.tree)?;
+    // The record's tree must be the landed tip's: the content decides.
+    if let Ok(tip) = store.parse_oid(&hand.commit)
+        && let Ok(info) = store.commit_info(tip)
+        && store.parse_oid(&hand.tree).ok() != Some(info.tree)
+    {
+        return Err(format!(
+            "the landing of branch {} names tree {}, but its commit has tree {}",
+            hand.branch, hand.tree, info.tree
+        ));
+    }
+    if approval.file.commit != hand.commit {
+        return Err(format!(
+            "the approval of branch {} is for commit {}, but {} landed",
+            hand.branch, approval.file.commit, hand.commit
+        ));
+    }
+    if require_signed
+        && !(approval.signed && store.signature_valid(approval_commit).unwrap_or(false))
+    {
+        return Err(format!(
+            "the approval of branch {} is not validly signed",
+            hand.branch
+        ));
+    }
+    if hand.verdicts.is_empty() || hand.verdicts.iter().any(|v| v.blocks()) {
+        return Err(format!(
+            "the candidate {} did not pass the integration gate",
+            hand.new
+        ));
+    }
+    Ok(format!(
+        "landed by git-orch from branch {} ({}), approved by {}; the integration gate passed",
+        hand.branch,
+        &hand.commit[..hand.commit.len().min(12)],
+        approval.file.approver
     ))
 }

@@ -32,8 +32,12 @@ pub const TAIL_BYTES: usize = 2 * 1024;
 /// Everything one attempt needs.
 pub struct Job {
     pub ctx: Arc<RunContext>,
-    /// The commit this attempt starts from.
+    /// The commit the attempt's change is judged against (and landed
+    /// from): where the task's work begins.
     pub base: crate::store::Oid,
+    /// Where its worktree starts when not at `base`: the previous
+    /// attempt's result, for a retry that continues it.
+    pub start: Option<crate::store::Oid>,
     pub task: Subtask,
     pub n: u32,
     /// Agents to try, in order, when one is unavailable.
@@ -42,6 +46,45 @@ pub struct Job {
     pub gates: Vec<GateDef>,
     /// This program, for the commit hook.
     pub exe: PathBuf,
+}
+
+impl Job {
+    /// Attempt `n` of `task`: its agents, gates, base, and, for a retry,
+    /// what it is told of the attempt before and where it starts.
+    pub fn next(
+        store: &Store,
+        ctx: &Arc<RunContext>,
+        run: &crate::state::RunState,
+        task: &crate::ids::TaskId,
+        n: u32,
+        exe: PathBuf,
+    ) -> Result<Self, RunError> {
+        let sub = ctx
+            .plan()
+            .subtask(task.as_str())
+            .expect("ready tasks come from the plan")
+            .clone();
+        let retry = super::schedule::retry_context(run, task, ctx.settings.retry_from);
+        // A retry that continues the previous attempt is judged from that
+        // attempt's base, and its worktree starts at that attempt's result.
+        let (base, start) = match retry.as_ref().and_then(|r| r.previous.as_ref()) {
+            Some(p) if p.continued => {
+                (store.parse_oid(&p.base)?, Some(store.parse_oid(&p.commit)?))
+            }
+            _ => (super::schedule::attempt_base(store, ctx)?, None),
+        };
+        Ok(Job {
+            base,
+            start,
+            agents: super::schedule::agent_chain(ctx, run, &sub),
+            retry,
+            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
+            ctx: ctx.clone(),
+            task: sub,
+            n,
+            exe,
+        })
+    }
 }
 
 /// How an attempt ended, for the driver.
@@ -285,9 +328,9 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let port = workspace::port_block(&p.worktree, ctx.settings.port_base, ctx.settings.port_span)
         .unwrap_or(0);
     let c = ctx.clone();
-    let base = job.base;
+    let (base, start) = (job.base, job.start);
     blocking(&ctx, move |store| {
-        workspace::create(store, &c, &task.id, n, &p, port, &agent, base)
+        workspace::create_at(store, &c, &task.id, n, &p, port, &agent, base, start)
     })
     .await
     .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
@@ -317,15 +360,36 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();
     let exe = job.exe.clone();
+    // A retry is shown what the attempt before it changed.
+    let retry = match job.retry.clone() {
+        Some(mut r) => {
+            if let Some(prev) = r.previous.as_mut() {
+                let (base, commit) = (prev.base.clone(), prev.commit.clone());
+                prev.diff = blocking(&ctx, move |store| {
+                    let old = store.commit_info(store.parse_oid(&base)?)?.tree;
+                    let new = store.commit_info(store.parse_oid(&commit)?)?.tree;
+                    Ok(gate::evaluate::diff_between(
+                        store,
+                        old,
+                        new,
+                        crate::gate::context::PREVIOUS_DIFF_BYTES,
+                    )?)
+                })
+                .await
+                .unwrap_or_default();
+            }
+            Some(r)
+        }
+        None => None,
+    };
     let prompt = super::prompt::render(
         ctx.plan(),
         &job.task,
         ctx.run.as_str(),
         job.n,
         &job.gates,
-        job.retry.as_ref(),
+        retry.as_ref(),
     );
-    let retry = job.retry.clone();
     blocking(&ctx, move |store| {
         workspace::install_hooks(store, &p, &owned, &exe)?;
         let io = |e| StoreError::io(format!("writing {}", p.prompt.display()), e);
@@ -651,7 +715,7 @@ async fn judge(
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    let (commit, tree) = blocking(&ctx, move |store| {
+    let (commit, tree, steps) = blocking(&ctx, move |store| {
         let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
             .map_err(|e| RunError::Config(format!("committing the result: {e}")))?;
         let commit_id = store.parse_oid(&commit)?;
@@ -670,7 +734,8 @@ async fn judge(
                 changed,
             }],
         )?;
-        Ok((commit_id, tree_id))
+        let steps = store.commit_steps(base, commit_id)?;
+        Ok((commit_id, tree_id, steps))
     })
     .await?;
     drop(permit);
@@ -697,6 +762,8 @@ async fn judge(
         blocking(&ctx, move |store| Ok(store.commit_info(b)?.tree)).await?
     };
     let subject = Subject {
+        steps,
+        every_commit: ctx.settings.lands_attempt_commits(),
         common_dir: ctx.common_dir.clone(),
         task: job.task.clone(),
         attempt: job.n,

@@ -327,6 +327,8 @@ pub async fn gate_attempt(
         .map_err(|e| RunError::Config(e.to_string()))?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
     let subject = crate::gate::Subject {
+        steps: store.commit_steps(base, store.parse_oid(&result.commit)?)?,
+        every_commit: settings.lands_attempt_commits(),
         on_gate: None,
         common_dir: store.common_dir().to_owned(),
         task: sub.clone(),

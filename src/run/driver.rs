@@ -60,6 +60,10 @@ pub async fn drive(
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| RunError::Internal(format!("cannot watch SIGTERM: {e}")))?;
     loop {
+        // Report what has ended before acting on the state it left: a
+        // landing's record is in the log before its report, and the
+        // dependent it frees must not be shown starting first.
+        driver.report_ended()?;
         let run = driver.read_run()?;
         driver.forward_cancels(&run);
         if driver.stop.is_none() {
@@ -109,6 +113,12 @@ struct Driver<'p> {
     /// Attempts in a row whose task panicked: a bug that repeats stops
     /// the run like the circuit breaker, even before anything is recorded.
     panics: u32,
+    /// Tasks whose landing is known to whoever watches: landed before this
+    /// driver started, or reported since. A task that depends on a landing
+    /// recorded but not reported yet (its landing task is still writing
+    /// notes) waits for the report, so the watcher never sees the
+    /// dependent start before its dependency landed.
+    shown_landed: BTreeSet<TaskId>,
 }
 
 impl<'p> Driver<'p> {
@@ -136,7 +146,7 @@ impl<'p> Driver<'p> {
             host: super::host(),
         }])?;
         let since_ms = start.first().map_or(0, |r| r.time_ms);
-        let driver = Self {
+        let mut driver = Self {
             store,
             ctx: Arc::new(ctx),
             progress,
@@ -151,8 +161,10 @@ impl<'p> Driver<'p> {
             landings: JoinSet::new(),
             stop: None,
             panics: 0,
+            shown_landed: BTreeSet::new(),
         };
         let run = driver.read_run()?;
+        driver.shown_landed = landed_tasks(&run);
         let abandoned = abandon_orphans(&driver.store, &run)?;
         progress(Progress::Resumed {
             run: driver.ctx.run.to_string(),
@@ -228,6 +240,9 @@ impl<'p> Driver<'p> {
             if self.live.len() >= self.ctx.run_settings.cap || self.live.contains_key(&task) {
                 continue;
             }
+            if self.waits_for_report(run, &task) {
+                continue;
+            }
             let alone = serial.contains(&task);
             if alone && !self.live.is_empty() {
                 // Nothing else starts meanwhile.
@@ -242,23 +257,8 @@ impl<'p> Driver<'p> {
     }
 
     fn start_attempt(&mut self, run: &RunState, task: &TaskId) -> Result<(), RunError> {
-        let ctx = &self.ctx;
-        let sub = ctx
-            .plan()
-            .subtask(task.as_str())
-            .expect("ready tasks come from the plan")
-            .clone();
         let n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
-        let job = Job {
-            base: schedule::attempt_base(&self.store, ctx)?,
-            ctx: ctx.clone(),
-            agents: schedule::agent_chain(ctx, run, &sub),
-            retry: schedule::retry_context(run, task),
-            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
-            task: sub,
-            n,
-            exe: self.exe.clone(),
-        };
+        let job = Job::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
         (self.progress)(Progress::Dispatched {
             task: task.to_string(),
             attempt: n,
@@ -416,6 +416,9 @@ impl<'p> Driver<'p> {
             Err(e) => return Err(RunError::Merge(panic_message(e))),
         };
         for a in report.landed {
+            if let Some(task) = a.rsplit_once('/').and_then(|(t, _)| TaskId::new(t).ok()) {
+                self.shown_landed.insert(task);
+            }
             (self.progress)(Progress::Landed(a));
         }
         for (attempt, reason) in report.failed {
@@ -431,6 +434,37 @@ impl<'p> Driver<'p> {
             if self.stop.is_none() {
                 self.stop = Some(DriveOutcome::LandingRefused(why));
             }
+        }
+        Ok(())
+    }
+
+    /// Whether `task` depends on a landing the log has and the watcher was
+    /// not told about yet (its landing task has not returned).
+    fn waits_for_report(&self, run: &RunState, task: &TaskId) -> bool {
+        if self.landings.is_empty() {
+            return false;
+        }
+        let Some(sub) = self.ctx.plan().subtask(task.as_str()) else {
+            return false;
+        };
+        sub.depends_on.iter().any(|d| {
+            !self.shown_landed.contains(d)
+                && run
+                    .tasks
+                    .get(d)
+                    .and_then(|t| t.attempts.last())
+                    .is_some_and(|a| a.landed.is_some())
+        })
+    }
+
+    /// Takes in the attempts and landings that ended since the last look,
+    /// without waiting.
+    fn report_ended(&mut self) -> Result<(), RunError> {
+        while let Some(done) = self.landings.try_join_next() {
+            self.landing_ended(done)?;
+        }
+        while let Some(done) = self.running.try_join_next_with_id() {
+            self.attempt_ended(done)?;
         }
         Ok(())
     }
@@ -484,6 +518,15 @@ fn panic_message(e: tokio::task::JoinError) -> String {
             .unwrap_or_else(|| "a panic".into()),
         Err(e) => e.to_string(),
     }
+}
+
+/// Tasks whose latest attempt has landed.
+fn landed_tasks(run: &RunState) -> BTreeSet<TaskId> {
+    run.tasks
+        .iter()
+        .filter(|(_, t)| t.attempts.last().is_some_and(|a| a.landed.is_some()))
+        .map(|(id, _)| id.clone())
+        .collect()
 }
 
 /// Stops and abandons the attempts this clone's dead driver left open.

@@ -15,6 +15,7 @@ pub mod follow;
 pub mod progress;
 pub mod prompt;
 pub mod schedule;
+pub mod view;
 pub mod workspace;
 
 use std::collections::BTreeMap;
@@ -438,6 +439,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         base: base.to_string(),
         settings: ctx.run_settings.clone(),
         carried,
+        by: store
+            .user_identity()?
+            .map(|(name, email)| crate::event::Person { name, email }),
     };
     match &remote {
         Some(remote) => start_shared(store, remote, plan_id, &ctx.run, started)?,
@@ -822,6 +826,7 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         settings: settings.clone(),
         started_ms: 0,
         drivers: Vec::new(),
+        by: None,
         stopped: None,
         finished: None,
         tasks: Default::default(),

@@ -140,8 +140,61 @@ impl Breaker {
     }
 }
 
-/// What the next attempt of `task` is told about the one before it.
-pub fn retry_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
+/// What the next attempt of `task` is told about the one before it, and
+/// whether it continues from that attempt's result (see
+/// [`crate::config::RetryFrom`]).
+pub fn retry_context(
+    run: &RunState,
+    task: &TaskId,
+    from: crate::config::RetryFrom,
+) -> Option<RetryContext> {
+    let mut ctx = failure_context(run, task)?;
+    let t = run.tasks.get(task)?;
+    let last = t.attempts.last()?;
+    let Some(result) = &last.result else {
+        return Some(ctx);
+    };
+    // Only work that passed scope and secrets is ever continued: anything
+    // else must not become part of the next attempt's history.
+    let clean = ["scope", "secrets"].iter().all(|g| {
+        last.verdicts
+            .iter()
+            .find(|v| v.gate == *g)
+            .is_some_and(|v| !v.blocks())
+    });
+    // A landing that failed (a conflict, or the integration gate with the
+    // target's newer work) needs that newer work in the worktree: start
+    // from the current target. An attempt that failed its own tests,
+    // verification, placeholders or review continues where it was.
+    let content = match (&last.landing_failure, &last.failure) {
+        (Some(_), _) => false,
+        (None, Some(f)) => matches!(f.class, FailureClass::Gate),
+        (None, None) => false,
+    };
+    use crate::config::RetryFrom;
+    let continued = clean
+        && match from {
+            RetryFrom::Base => false,
+            RetryFrom::Auto => content,
+            RetryFrom::Previous => {
+                last.landing_failure.is_none()
+                    && !matches!(
+                        last.failure.as_ref().map(|f| f.class),
+                        Some(FailureClass::Empty)
+                    )
+            }
+        };
+    ctx.previous = Some(crate::gate::context::PreviousWork {
+        base: last.base.clone(),
+        commit: result.commit.clone(),
+        continued,
+        diff: String::new(),
+    });
+    Some(ctx)
+}
+
+/// The failure part of the retry context of `task`'s next attempt.
+fn failure_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
     let t = run.tasks.get(task)?;
     // Only the attempt right before the next one informs it.
     let last = t.attempts.last()?;

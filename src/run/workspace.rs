@@ -89,8 +89,8 @@ pub fn port_block(worktree: &Path, base: u16, span: u16) -> Option<u16> {
     None
 }
 
-/// Records attempt `n` and creates its branch at the run's base, in one
-/// ref transaction.
+/// Records attempt `n` and creates its branch at `base`, in one ref
+/// transaction.
 #[allow(clippy::too_many_arguments)]
 pub fn create(
     store: &Store,
@@ -101,6 +101,24 @@ pub fn create(
     port: u16,
     agent: &str,
     base: Oid,
+) -> Result<(), RunError> {
+    create_at(store, ctx, task, n, p, port, agent, base, None)
+}
+
+/// Records attempt `n` (judged against `base`) and creates its branch at
+/// `start` (the previous attempt's result, for a retry that continues
+/// it) or at `base`, in one ref transaction.
+#[allow(clippy::too_many_arguments)]
+pub fn create_at(
+    store: &Store,
+    ctx: &RunContext,
+    task: &TaskId,
+    n: u32,
+    p: &AttemptPaths,
+    port: u16,
+    agent: &str,
+    base: Oid,
+    start: Option<Oid>,
 ) -> Result<(), RunError> {
     store.transact(|store| {
         if store.ref_target(&p.branch_ref)?.is_some() {
@@ -117,13 +135,14 @@ pub fn create(
                     attempt: n,
                     branch: p.branch_ref["refs/heads/".len()..].to_owned(),
                     base: base.to_string(),
+                    start: start.map(|s| s.to_string()),
                     worktree: p.worktree.to_string_lossy().into_owned(),
                     port,
                     agent: agent.to_owned(),
                 }],
                 refs: vec![RefUpdate::set(
                     &p.branch_ref,
-                    base,
+                    start.unwrap_or(base),
                     Expected::Absent,
                     &format!("orch: attempt {n} of {task}"),
                 )],
@@ -264,8 +283,9 @@ pub fn hooks_env(hooks: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// Commits whatever the agent left in `worktree` (committed or not) as the
-/// attempt's result commit, with trailers naming run, task and attempt.
+/// Commits whatever the agent left uncommitted in `worktree` as the
+/// attempt's result commit, with trailers naming run, task and attempt;
+/// when it left nothing uncommitted, its own last commit is the result.
 /// Returns (commit, tree). Hooks are skipped: the result is judged by the
 /// gates, including what the agent should not have written.
 pub fn commit_result(
@@ -282,6 +302,14 @@ pub fn commit_result(
         .env("GIT_COMMITTER_EMAIL", crate::store::ORCH_EMAIL);
     // Aider's repo-map cache is not the agent's work.
     git.run(["add", "-A", "--", ".", ":(exclude).aider*"])?;
+    // Everything committed already (the agent committed its own work):
+    // its last commit is the result; no empty commit of ours on top.
+    let staged = git.output(["diff", "--cached", "--quiet"])?;
+    if staged.status.success() {
+        let commit = git.run(["rev-parse", "HEAD"])?;
+        let tree = git.run(["rev-parse", "HEAD^{tree}"])?;
+        return Ok((commit, tree));
+    }
     let message = format!(
         "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
     );

@@ -115,7 +115,11 @@ impl Slot {
 /// Keys are `run:<id>` (a finished run's brief), `plan:<id>` (the newest
 /// finished run of a plan), `commit:<hex>` (runs that landed a commit or
 /// moved a target to it), `tree:<hex>` (runs with command-gate verdicts
-/// on a tree) and `branch:<name>` (the run of an attempt branch). It is
+/// on a tree), `branch:<name>` (the run of an attempt branch),
+/// `approved-tree:<hex>` and `approved-branch:<name>` (the newest approval
+/// of a person's branch by the tree it is bound to, and by its name) and
+/// `hand:<hex>` (the hand landing that landed a commit or moved a target
+/// to it). It is
 /// cut into [`SHARDS`] files by a hash of the key, so a lookup reads one
 /// small file whatever the size of the history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -129,6 +133,10 @@ enum Value {
         run: RunId,
         started_ms: i64,
     },
+    /// A branch approval; the latest folded wins.
+    BranchApproval(super::BranchApproval),
+    /// A hand landing; the latest folded wins.
+    BranchLanding(super::BranchLanding),
 }
 
 impl Value {
@@ -182,6 +190,27 @@ fn catalog_of(record: &Record) -> Vec<(String, Value)> {
         }
         Event::AttemptCreated { run_id, branch, .. } => {
             vec![(format!("branch:{branch}"), runs(run_id))]
+        }
+        Event::BranchApproved { branch, tree, .. } => {
+            let a = super::BranchApproval::of(record).expect("a branch_approved record");
+            vec![
+                (
+                    format!("approved-tree:{tree}"),
+                    Value::BranchApproval(a.clone()),
+                ),
+                (
+                    format!("approved-branch:{branch}"),
+                    Value::BranchApproval(a),
+                ),
+            ]
+        }
+        Event::BranchLanded { commits, new, .. } => {
+            let l = super::BranchLanding::of(record).expect("a branch_landed record");
+            commits
+                .iter()
+                .chain(std::iter::once(new))
+                .map(|c| (format!("hand:{c}"), Value::BranchLanding(l.clone())))
+                .collect()
         }
         _ => Vec::new(),
     }
@@ -735,6 +764,42 @@ impl StateIndex {
     /// The run whose attempt has the branch `branch` (without `refs/heads/`).
     pub fn run_of_branch(&mut self, branch: &str) -> Result<Option<RunId>, StoreError> {
         Ok(self.runs_at(format!("branch:{branch}"))?.into_iter().next())
+    }
+
+    /// The newest approval of a person's branch bound to `tree`.
+    pub fn branch_approval_for_tree(
+        &mut self,
+        tree: &str,
+    ) -> Result<Option<super::BranchApproval>, StoreError> {
+        Ok(match self.catalog_get(&format!("approved-tree:{tree}"))? {
+            Some(Value::BranchApproval(a)) => Some(a),
+            _ => None,
+        })
+    }
+
+    /// The newest approval of the branch `branch`, whatever its tree.
+    pub fn branch_approval_of(
+        &mut self,
+        branch: &str,
+    ) -> Result<Option<super::BranchApproval>, StoreError> {
+        Ok(
+            match self.catalog_get(&format!("approved-branch:{branch}"))? {
+                Some(Value::BranchApproval(a)) => Some(a),
+                _ => None,
+            },
+        )
+    }
+
+    /// The hand landing (`git orch land`) that landed `commit` (one of its
+    /// commits, or the tip it moved the target to).
+    pub fn hand_landing(
+        &mut self,
+        commit: &str,
+    ) -> Result<Option<super::BranchLanding>, StoreError> {
+        Ok(match self.catalog_get(&format!("hand:{commit}"))? {
+            Some(Value::BranchLanding(l)) => Some(l),
+            _ => None,
+        })
     }
 
     /// The run of the newest landing on `target`.

@@ -338,6 +338,8 @@ pub struct RunState {
     pub settings: RunSettings,
     pub started_ms: i64,
     pub drivers: Vec<Driver>,
+    /// The person who started the run, when git knew one.
+    pub by: Option<crate::event::Person>,
     /// The last stop since the last driver took over.
     pub stopped: Option<(StopReason, String)>,
     pub finished: Option<RunSummary>,
@@ -440,6 +442,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             base,
             settings,
             carried,
+            by,
         } => {
             runs.entry(run_id.clone()).or_insert_with(|| RunState {
                 id: run_id.clone(),
@@ -457,6 +460,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                     host: String::new(),
                     time_ms: r.time_ms,
                 }],
+                by: by.clone(),
                 stopped: None,
                 finished: None,
                 tasks: carried
@@ -496,6 +500,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             worktree,
             port,
             agent,
+            ..
         } => {
             if let Some(run) = runs.get_mut(run_id) {
                 let t = run.tasks.entry(task.clone()).or_default();
@@ -781,11 +786,15 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 a.cleaned = true;
             }
         }
+        // Not about a run: branch approvals and hand landings are looked
+        // up by key in the state index's catalog (see `index`).
         Event::Initialized { .. }
         | Event::PlanAdded { .. }
         | Event::ApprovalRecorded { .. }
         | Event::DebugMarker { .. }
-        | Event::PlanRound { .. } => {}
+        | Event::PlanRound { .. }
+        | Event::BranchApproved { .. }
+        | Event::BranchLanded { .. } => {}
         Event::Claimed {
             run_id,
             what,
@@ -828,6 +837,101 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             {
                 c.released = true;
             }
+        }
+    }
+}
+
+/// A person's branch approved for `git orch land`, from its
+/// `branch_approved` record.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BranchApproval {
+    pub branch: String,
+    pub commit: String,
+    /// The tree the approval is bound to.
+    pub tree: String,
+    pub approver: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    pub signed: bool,
+    /// The approval commit.
+    pub approval: String,
+    pub time_ms: i64,
+}
+
+impl BranchApproval {
+    /// The approval a `branch_approved` record holds.
+    pub fn of(r: &Record) -> Option<Self> {
+        match &r.event {
+            Event::BranchApproved {
+                branch,
+                commit,
+                tree,
+                approver,
+                note,
+                signed,
+                approval,
+            } => Some(Self {
+                branch: branch.clone(),
+                commit: commit.clone(),
+                tree: tree.clone(),
+                approver: approver.clone(),
+                note: note.clone(),
+                signed: *signed,
+                approval: approval.clone(),
+                time_ms: r.time_ms,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A person's branch landed by `git orch land`, from its `branch_landed`
+/// record.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BranchLanding {
+    pub landing: String,
+    pub branch: String,
+    pub commit: String,
+    pub tree: String,
+    pub approval: String,
+    pub target: String,
+    pub old: String,
+    pub new: String,
+    pub strategy: String,
+    pub commits: Vec<String>,
+    pub verdicts: Vec<Verdict>,
+}
+
+impl BranchLanding {
+    /// The landing a `branch_landed` record holds.
+    pub fn of(r: &Record) -> Option<Self> {
+        match &r.event {
+            Event::BranchLanded {
+                landing,
+                branch,
+                commit,
+                tree,
+                approval,
+                target,
+                old,
+                new,
+                strategy,
+                commits,
+                verdicts,
+            } => Some(Self {
+                landing: landing.clone(),
+                branch: branch.clone(),
+                commit: commit.clone(),
+                tree: tree.clone(),
+                approval: approval.clone(),
+                target: target.clone(),
+                old: old.clone(),
+                new: new.clone(),
+                strategy: strategy.clone(),
+                commits: commits.clone(),
+                verdicts: verdicts.clone(),
+            }),
+            _ => None,
         }
     }
 }
@@ -934,6 +1038,7 @@ mod tests {
                 workers: false,
             },
             carried: Default::default(),
+            by: None,
         }
     }
 
@@ -944,6 +1049,7 @@ mod tests {
             attempt: n,
             branch: format!("orch/r1/t/attempt-{n}"),
             base: "b".into(),
+            start: None,
             worktree: "/w".into(),
             port: 20000,
             agent: "fake".into(),

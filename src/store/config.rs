@@ -150,6 +150,24 @@ impl Store {
     }
 
     /// The last value of `key` as git resolves it (all config scopes).
+    /// The author identity git would use here (`git var GIT_AUTHOR_IDENT`:
+    /// the environment, then `user.name`/`user.email`), as (name, email);
+    /// `None` when git has none.
+    pub fn user_identity(&self) -> Result<Option<(String, String)>> {
+        let out = self.git().output(["var", "GIT_AUTHOR_IDENT"])?;
+        if !out.status.success() {
+            return Ok(None);
+        }
+        let ident = String::from_utf8_lossy(&out.stdout);
+        let Some((name, rest)) = ident.split_once(" <") else {
+            return Ok(None);
+        };
+        let Some((email, _)) = rest.split_once('>') else {
+            return Ok(None);
+        };
+        Ok((!name.trim().is_empty()).then(|| (name.trim().to_owned(), email.trim().to_owned())))
+    }
+
     pub fn config_get(&self, key: &str) -> Result<Option<String>> {
         let out = self.git().output(["config", "--get", key])?;
         let v = String::from_utf8_lossy(&out.stdout).trim().to_owned();

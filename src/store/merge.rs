@@ -113,14 +113,33 @@ impl Store {
         tree: Oid,
         parents: &[Oid],
     ) -> Result<Oid> {
+        self.write_commit_as(
+            author,
+            (super::ORCH_NAME, super::ORCH_EMAIL),
+            message,
+            tree,
+            parents,
+        )
+    }
+
+    /// Writes a commit with the given author (name, email, seconds, tz
+    /// offset in seconds) and committer (name, email; committed now).
+    pub fn write_commit_as(
+        &self,
+        author: (&str, &str, i64, i32),
+        committer: (&str, &str),
+        message: &str,
+        tree: Oid,
+        parents: &[Oid],
+    ) -> Result<Oid> {
         let author_sig = gix::actor::Signature {
             name: author.0.into(),
             email: author.1.into(),
             time: gix::date::Time::new(author.2, author.3),
         };
         let committer = gix::actor::Signature {
-            name: super::ORCH_NAME.into(),
-            email: super::ORCH_EMAIL.into(),
+            name: committer.0.into(),
+            email: committer.1.into(),
             time: gix::date::Time::now_utc(),
         };
         let commit = gix::objs::Commit {
@@ -136,6 +155,27 @@ impl Store {
             .write_object(&commit)
             .map(|id| id.detach())
             .map_err(|e| StoreError::git("writing a commit", e))
+    }
+
+    /// Every commit reachable from `tip` but not from `base` (side branches
+    /// an agent merged included), oldest first, each as (commit, the tree
+    /// of its first parent or the empty tree, its tree): the steps by which
+    /// the attempt's history got from `base` to `tip`.
+    pub fn commit_steps(&self, base: Oid, tip: Oid) -> Result<Vec<(Oid, Oid, Oid)>> {
+        let listed = self
+            .git()
+            .run(["rev-list", "--reverse", &format!("{base}..{tip}")])?;
+        let mut out = Vec::new();
+        for line in listed.lines() {
+            let commit = self.parse_oid(line.trim())?;
+            let info = self.commit_info(commit)?;
+            let parent_tree = match info.parents.first() {
+                Some(p) => self.commit_info(*p)?.tree,
+                None => self.write_empty_tree()?,
+            };
+            out.push((commit, parent_tree, info.tree));
+        }
+        Ok(out)
     }
 
     /// The commits reachable from `tip` but not from `base`, oldest first,

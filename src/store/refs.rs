@@ -100,6 +100,37 @@ impl Store {
     /// with their targets, sorted by name. In a view with proposed refs,
     /// proposed values replace, add or remove refs.
     pub fn refs_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Oid)>> {
+        // Another process (a fetch, `git pack-refs`, a ref deleted with
+        // its folder) may remove a loose ref or its folder while the
+        // folders are walked; the walk then fails on a path that was
+        // there a moment ago. Such a failure is a race, not a state:
+        // walk again, a few times, before reporting it.
+        let mut tries = 0;
+        let mut out = loop {
+            match self.walk_refs(prefix) {
+                Ok(out) => break out,
+                Err(_) if tries < 4 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(5 << tries));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        for (name, proposed) in self.overlay.range(prefix.to_owned()..) {
+            if !name.starts_with(prefix) {
+                break;
+            }
+            if let Some(id) = proposed {
+                out.push((name.clone(), *id));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// One walk of the refs under `prefix` as git holds them (the overlay
+    /// is applied by the caller).
+    fn walk_refs(&self, prefix: &str) -> Result<Vec<(String, Oid)>> {
         let platform = self
             .repo
             .references()
@@ -111,23 +142,14 @@ impl Store {
         for r in iter {
             let mut r = r.map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
             let name = r.name().as_bstr().to_string();
-            let id = r
-                .peel_to_id()
-                .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
             if self.overlay.contains_key(&name) {
                 continue;
             }
+            let id = r
+                .peel_to_id()
+                .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
             out.push((name, id.detach()));
         }
-        for (name, proposed) in self.overlay.range(prefix.to_owned()..) {
-            if !name.starts_with(prefix) {
-                break;
-            }
-            if let Some(id) = proposed {
-                out.push((name.clone(), *id));
-            }
-        }
-        out.sort();
         Ok(out)
     }
 

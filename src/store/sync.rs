@@ -8,8 +8,16 @@
 //! * missing locally → created; behind → fast-forwarded; ahead → kept (the
 //!   push sends it);
 //! * diverged → a merge commit with both sides as parents. For a log ref its
-//!   tree is the union of both event indexes, so no event is dropped; for
-//!   other refs the local tree is kept and the remote side stays reachable.
+//!   tree is the union of both event indexes by blob, so no event is
+//!   dropped, not even when both sides hold different events at one path;
+//!   for other refs the local tree is kept and the remote side stays
+//!   reachable.
+//!
+//! A writer's log only ever grows. A copy of another writer's log that
+//! arrives as anything but a fast-forward of what this clone held (or of
+//! what the remote held at the last fetch) was rewritten somewhere: it is
+//! merged keeping both versions, reported in [`SyncReport::rewrites`] (the
+//! command exits 3), and `git orch fsck` lists the events that differ.
 //!
 //! Nothing is ever force-pushed. A push rejected because the remote moved
 //! meanwhile starts another round.
@@ -37,6 +45,18 @@ pub struct SyncReport {
     pub rounds: u32,
     /// Things the user should know (a writer id shared by two clones).
     pub warnings: Vec<String>,
+    /// Other writers' logs that arrived rewritten (not a fast-forward).
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// A writer's log that changed other than by appending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    pub writer: String,
+    /// What this clone held (or the remote held at the last fetch).
+    pub before: Oid,
+    /// What arrived.
+    pub after: Oid,
 }
 
 impl Store {
@@ -74,7 +94,9 @@ impl Store {
         };
         for round in 1..=MAX_ROUNDS {
             report.rounds = round;
+            let before = self.tracked_logs(remote)?;
             self.fetch(remote)?;
+            self.find_rewrites(remote, &before, &mut report)?;
             self.integrate(remote, &mut report)?;
             if !self.ahead_of(remote)? {
                 // Everything here is what the fetch just saw there: a push
@@ -93,6 +115,38 @@ impl Store {
             reference: format!("{remote} refs/orch/*"),
             attempts: MAX_ROUNDS,
         })
+    }
+
+    /// The remote's log refs as of the last fetch (tracking copies).
+    fn tracked_logs(&self, remote: &str) -> Result<std::collections::HashMap<String, Oid>> {
+        let prefix = format!("{REMOTES_PREFIX}{remote}/log/");
+        Ok(self.refs_with_prefix(&prefix)?.into_iter().collect())
+    }
+
+    /// Records the tracking log refs a fetch moved other than forward.
+    fn find_rewrites(
+        &self,
+        remote: &str,
+        before: &std::collections::HashMap<String, Oid>,
+        report: &mut SyncReport,
+    ) -> Result<()> {
+        for (name, after) in self.tracked_logs(remote)? {
+            let Some(&old) = before.get(&name) else {
+                continue;
+            };
+            if old != after && !self.is_ancestor(old, after)? {
+                let writer = name.rsplit('/').next().unwrap_or_default().to_owned();
+                let r = Rewrite {
+                    writer,
+                    before: old,
+                    after,
+                };
+                if !report.rewrites.contains(&r) {
+                    report.rewrites.push(r);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether some local `refs/orch/*` ref differs from the remote's value
@@ -164,6 +218,18 @@ impl Store {
                         &mut report.fast_forwarded,
                     ),
                     Some(o) => {
+                        if local.starts_with(LOG_PREFIX) && Some(&local) != own.as_ref() {
+                            // Another writer's log, changed other than by
+                            // appending: somebody rewrote it.
+                            let r = Rewrite {
+                                writer: local[LOG_PREFIX.len()..].to_owned(),
+                                before: o,
+                                after: theirs,
+                            };
+                            if !report.rewrites.contains(&r) {
+                                report.rewrites.push(r);
+                            }
+                        }
                         let merged = self.merge_diverged(&local, o, theirs)?;
                         (
                             RefUpdate::set(&local, merged, Expected::At(o), "orch: sync merge"),
@@ -200,26 +266,25 @@ impl Store {
         }
         let their = self.commit_info(theirs)?;
         let mut editor = self.tree_editor(our.tree)?;
-        let mut stack = vec![(their.tree, String::new())];
-        while let Some((tree_id, prefix)) = stack.pop() {
-            let tree = self
-                .repo
-                .find_tree(tree_id)
-                .map_err(|e| StoreError::git(format!("reading tree {tree_id}"), e))?;
-            let decoded = tree
-                .decode()
-                .map_err(|e| StoreError::git(format!("decoding tree {tree_id}"), e))?;
-            for entry in &decoded.entries {
-                let path = if prefix.is_empty() {
-                    entry.filename.to_string()
-                } else {
-                    format!("{prefix}/{}", entry.filename)
-                };
-                if entry.mode.is_tree() {
-                    stack.push((entry.oid.to_owned(), path));
-                } else if !editor.contains(&path) {
-                    editor.upsert_blob(&path, entry.oid.to_owned())?;
+        // Union by blob: what only they hold is added where they hold it;
+        // where both hold a path with different blobs, theirs goes beside
+        // ours under its own name (`<seq>-<its blob8>.json`), so neither
+        // event is dropped and the reader sees both.
+        for change in self.tree_changes(Some(our.tree), their.tree)? {
+            let Some(blob) = change.new else { continue };
+            let path = match change.old {
+                None => change.path,
+                Some(_) => {
+                    let name = change.path.rsplit('/').next().unwrap_or_default();
+                    let Some(seq) = name.split('-').next().and_then(|s| s.parse::<u64>().ok())
+                    else {
+                        continue;
+                    };
+                    super::log::event_path(seq, blob)
                 }
+            };
+            if !editor.contains(&path) {
+                editor.upsert_blob(&path, blob)?;
             }
         }
         let tree = editor.write()?;

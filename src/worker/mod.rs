@@ -33,7 +33,7 @@ use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, End, Job};
 use crate::run::progress::{LandReport, Progress};
-use crate::run::schedule::{agent_chain, attempt_base, ready_tasks};
+use crate::run::schedule::ready_tasks;
 use crate::run::{RunContext, RunError};
 use crate::state::{RunState, SharedIndex};
 use crate::store::remote::{Claim, Pushed, QUEUE_CLAIM};
@@ -164,9 +164,17 @@ pub struct Worker {
     landing: JoinSet<Landing>,
     /// The queue claim of the landing in flight.
     landing_claim: Option<(RunId, Oid)>,
+    /// Runs not approved any more, with why (looked at again each round).
     skipped: BTreeMap<RunId, String>,
+    /// Runs whose context failed to load for another reason, with the
+    /// error and how many rounds in a row it did.
+    failing: BTreeMap<RunId, (String, u32)>,
     exe: PathBuf,
 }
+
+/// Rounds after which a run that keeps failing to load is reported again,
+/// as an error with its fix.
+const FAILING_ROUNDS: u32 = 5;
 
 impl Worker {
     pub fn new(store: Store, mut opts: WorkerOptions) -> Result<Self, WorkerError> {
@@ -187,6 +195,7 @@ impl Worker {
             landing: JoinSet::new(),
             landing_claim: None,
             skipped: BTreeMap::new(),
+            failing: BTreeMap::new(),
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
         })
     }
@@ -211,9 +220,9 @@ impl Worker {
             }
             self.land(&runs)?;
             self.finish_runs(&runs, report)?;
-            let unfinished = runs
-                .values()
-                .any(|r| r.finished.is_none() && !self.skipped.contains_key(&r.id));
+            let unfinished = runs.values().any(|r| {
+                r.finished.is_none() && r.settings.workers && !self.skipped.contains_key(&r.id)
+            });
             let idle = self.live.is_empty() && self.landing.is_empty();
             if idle {
                 let done = (self.opts.once && claimed_once && !self.has_own_queued(&runs))
@@ -241,14 +250,22 @@ impl Worker {
         }
     }
 
-    fn sync(&self, report: &(dyn Fn(Report) + Sync)) {
+    fn sync(&mut self, report: &(dyn Fn(Report) + Sync)) {
         if let Err(e) = self.store.sync(&self.opts.remote) {
+            report(Report::SyncFailed(e.to_string()));
+        }
+        // A fetch may have written packs this handle has not seen: open
+        // the repository again, so every object it brought is readable.
+        if let Err(e) = self.store.reload() {
             report(Report::SyncFailed(e.to_string()));
         }
     }
 
-    /// The context of `run`, made once; a run that cannot be worked here is
-    /// reported once and skipped from then on.
+    /// The context of `run`, made once. A run that is not approved any
+    /// more is reported once and skipped from then on; any other failure
+    /// (a read that met an object a fetch was still bringing) is reported
+    /// and retried next round, and reported again, as an error with its
+    /// fix, once it keeps failing.
     fn context(
         &mut self,
         run: &RunState,
@@ -268,16 +285,39 @@ impl Worker {
                 }
                 ctx.on_step = self.opts.on_step.clone();
                 ctx.state = self.state.clone();
+                self.failing.remove(&run.id);
                 let ctx = Arc::new(ctx);
                 self.contexts.insert(run.id.clone(), ctx.clone());
                 Some(ctx)
             }
             Err(e) => {
-                report(Report::Skipped {
-                    run: run.id.to_string(),
-                    why: e.to_string(),
-                });
-                self.skipped.insert(run.id.clone(), e.to_string());
+                let why = e.to_string();
+                if matches!(e, RunError::NotApproved(_)) {
+                    report(Report::Skipped {
+                        run: run.id.to_string(),
+                        why: why.clone(),
+                    });
+                    self.skipped.insert(run.id.clone(), why);
+                    return None;
+                }
+                let seen = self
+                    .failing
+                    .entry(run.id.clone())
+                    .or_insert((String::new(), 0));
+                seen.1 = if seen.0 == why { seen.1 + 1 } else { 1 };
+                seen.0 = why.clone();
+                if seen.1 == 1 || seen.1 == FAILING_ROUNDS {
+                    report(Report::Skipped {
+                        run: run.id.to_string(),
+                        why: if seen.1 == FAILING_ROUNDS {
+                            format!(
+                                "{why} (still failing after {FAILING_ROUNDS} rounds; retrying every round)\nhint: `git orch sync` and `git orch fsck` show whether this clone lacks state; check the remote is reachable"
+                            )
+                        } else {
+                            format!("{why} (retrying next round)")
+                        },
+                    });
+                }
                 None
             }
         }
@@ -325,7 +365,12 @@ impl Worker {
         runs: &BTreeMap<RunId, RunState>,
         report: &(dyn Fn(Report) + Sync),
     ) -> Result<(), WorkerError> {
-        let mut ordered: Vec<&RunState> = runs.values().filter(|r| r.finished.is_none()).collect();
+        // Only runs started for workers (`run --start-only`): a run that a
+        // `git orch run` drives is that driver's alone.
+        let mut ordered: Vec<&RunState> = runs
+            .values()
+            .filter(|r| r.finished.is_none() && r.settings.workers)
+            .collect();
         ordered.sort_by_key(|r| r.started_ms);
         let mut followed = false;
         for run in ordered {
@@ -509,21 +554,7 @@ impl Worker {
         // Re-read: the abandonment above changes the retry context.
         let fresh = self.unfinished_runs()?;
         let run = fresh.get(&run.id).unwrap_or(run);
-        let sub = ctx
-            .plan()
-            .subtask(task.as_str())
-            .expect("ready tasks come from the plan")
-            .clone();
-        let job = Job {
-            base: attempt_base(&self.store, ctx)?,
-            ctx: ctx.clone(),
-            agents: agent_chain(ctx, run, &sub),
-            retry: crate::run::schedule::retry_context(run, task),
-            gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
-            task: sub,
-            n,
-            exe: self.exe.clone(),
-        };
+        let job = Job::next(&self.store, ctx, run, task, n, self.exe.clone())?;
         report(Report::Run {
             run: run.id.to_string(),
             progress: Progress::Dispatched {
@@ -596,7 +627,10 @@ impl Worker {
         if !self.landing.is_empty() {
             return Ok(());
         }
-        for run in runs.values().filter(|r| r.finished.is_none()) {
+        for run in runs
+            .values()
+            .filter(|r| r.finished.is_none() && r.settings.workers)
+        {
             if self.skipped.contains_key(&run.id) {
                 continue;
             }

@@ -379,3 +379,33 @@ pub fn status_json(sb: &Sandbox, repo: &Path) -> serde_json::Value {
 pub fn events(sb: &Sandbox, repo: &Path) -> Vec<serde_json::Value> {
     json_lines(&sb.orch_ok(repo, &["log", "--json"]))
 }
+
+/// Whether `program` is on PATH.
+pub fn have(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether a test that needs `what` (a program, or a file such as git's
+/// completion script) can run. Missing under `CI=true` (where `.ci/run`
+/// installs it) the test fails; elsewhere it says loudly that it checked
+/// nothing, and the caller returns.
+pub fn needs(present: bool, what: &str, install: &str) -> bool {
+    if present {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{what} is missing under CI=true; .ci/run installs it ({install})");
+    }
+    eprintln!(
+        "\n*** SKIPPED: {what} is not installed ({install}); this test checked nothing ***\n"
+    );
+    false
+}
+
+/// [`needs`] for a program on PATH.
+pub fn needs_program(program: &str, install: &str) -> bool {
+    needs(have(program), &format!("`{program}`"), install)
+}
