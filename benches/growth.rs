@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Measured, command, flush, git, measure, ms, orch};
+use common::{Measured, command, flush, git, measure, measure_with_rss, ms, orch};
 use git_orch::event::{
     AgentUsage, Event, FORMAT_VERSION, Failure, GateMode, GateStatus, Outcome, Record, RunSettings,
     RunSummary, Verdict,
@@ -583,7 +583,11 @@ fn main() {
         if let Some(newest) = size.newest.clone() {
             // The one full read, which leaves the cache warm.
             let _ = std::fs::remove_dir_all(size.repo.join(".git/orch/state"));
-            cold.insert(events, once(&size, &["status", &newest]));
+            flush();
+            cold.insert(
+                events,
+                measure_with_rss(size.orch_cmd(&["status", &newest])),
+            );
         }
         // Warm-ups, not timed: the first landing pushed to the hooked
         // remote (its server-side cache), the worker's first round (the
@@ -665,6 +669,19 @@ fn main() {
         }
         eprintln!("round {} of {rounds} done", round + 1);
     }
+    // Peak memory: one more, untimed, run of each command at each size,
+    // through /usr/bin/time (see `common::measure_with_rss`).
+    for s in &sizes {
+        let newest = s.newest.clone().expect("history has runs");
+        let rss = |args: &[&str]| measure_with_rss(s.orch_cmd(args)).max_rss_kb;
+        status.rss.insert(s.events, rss(&["status", &newest]));
+        log.rss.insert(s.events, rss(&["log", "--limit", "20"]));
+        plans.rss.insert(s.events, rss(&["plan", "list"]));
+        worker.rss.insert(
+            s.events,
+            rss(&["worker", "--remote", "origin", "--once"]),
+        );
+    }
 
     // The 30-subtask run, on a copy of each clone so every round starts
     // from the same history.
@@ -697,7 +714,7 @@ fn main() {
             c.args(["run", "proj", "--agent", "fake"])
                 .env("FAKE_AGENT_SCRIPT", RUN_SCRIPT);
             flush();
-            runs.add(s.events, measure(c));
+            runs.add(s.events, measure_with_rss(c));
         }
         eprintln!("run round {} of {run_rounds} done", round + 1);
     }

@@ -99,16 +99,60 @@ pub fn flush() {
     unsafe { libc::sync() };
 }
 
-/// One finished child: wall time and peak resident memory.
+/// One finished child: wall time and peak resident memory (0 when not
+/// measured).
 #[derive(Debug, Clone, Copy)]
 pub struct Measured {
     pub wall: Duration,
     pub max_rss_kb: u64,
 }
 
-/// Runs `cmd` to its end with output discarded, measuring wall time and
-/// the child's own peak RSS (from wait4, so no other child counts).
-pub fn measure(mut cmd: Command) -> Measured {
+/// Runs `cmd` to its end with output discarded, measuring wall time only.
+///
+/// Not its memory: wait4's `ru_maxrss` of a child started from this
+/// process includes this process's own pages (the child is spawned with
+/// vfork, and exec keeps the old memory's high-water mark), so every
+/// command looked as big as the bench. [`measure_with_rss`] measures both.
+pub fn measure(cmd: Command) -> Measured {
+    let mut m = wait_for(cmd);
+    m.max_rss_kb = 0;
+    m
+}
+
+/// Runs `cmd` through `/usr/bin/time -f %M`, which forks it from its own
+/// small process and reports the command's peak RSS alone; the wall time
+/// includes `time`'s start-up (about a millisecond), so use it on both
+/// sides of a comparison or for long commands.
+pub fn measure_with_rss(cmd: Command) -> Measured {
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let mut wrapped = Command::new("/usr/bin/time");
+    wrapped
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(out.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    let mut m = wait_for(wrapped);
+    let text = std::fs::read_to_string(out.path()).expect("time's output");
+    m.max_rss_kb = text
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .expect("a peak RSS from /usr/bin/time");
+    m
+}
+
+fn wait_for(mut cmd: Command) -> Measured {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let start = Instant::now();
     let child = cmd.spawn().expect("spawn");
