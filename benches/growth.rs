@@ -677,10 +677,9 @@ fn main() {
         status.rss.insert(s.events, rss(&["status", &newest]));
         log.rss.insert(s.events, rss(&["log", "--limit", "20"]));
         plans.rss.insert(s.events, rss(&["plan", "list"]));
-        worker.rss.insert(
-            s.events,
-            rss(&["worker", "--remote", "origin", "--once"]),
-        );
+        worker
+            .rss
+            .insert(s.events, rss(&["worker", "--remote", "origin", "--once"]));
     }
 
     // The 30-subtask run, on a copy of each clone so every round starts
