@@ -1,10 +1,33 @@
 //! State store benchmark: appends and reads of the event log, beside the
-//! same work done with git plumbing subprocesses, in one run.
+//! same work done with git plumbing, in one run.
+//!
+//! Appends (one event, one commit, a compare-and-swap of the log ref, each
+//! durable before the next starts):
+//!
+//! * git-orch in process (`Store::append`);
+//! * git-orch as a command, one process per append
+//!   (`git orch debug append`): what every `git orch` command that records
+//!   something pays;
+//! * the baseline, the strongest plumbing with the same guarantees:
+//!   long-lived `git hash-object -w --stdin-paths`, `git mktree --batch`
+//!   and `git update-ref --stdin` (a `start`/`prepare`/`commit` transaction
+//!   with the old value per append), and one `git commit-tree` per append
+//!   (it has no batch mode);
+//! * for the record: one `git fast-import` for the whole batch (its refs
+//!   move once, at the end: no per-append durability or CAS, so a ceiling
+//!   rather than an equivalent), and the shell script's way, seven
+//!   processes per append.
+//!
+//! Reads: 10,000 events written as real runs write them, one event per
+//! commit, packed; read, parsed and ordered by git-orch in process and by
+//! `git orch log --json`, beside `git for-each-ref` + `git ls-tree -r` +
+//! one `git cat-file --batch` + parsing (unordered).
 //!
 //! Run with `cargo bench --bench store`. Repositories are made under
 //! `$ORCH_BENCH_DIR` (default: the system temp dir); the file system matters
 //! a great deal, because every append writes loose objects, so the figures
-//! print where they ran. Not a test: it asserts nothing about time.
+//! print where they ran and what creating a file costs there. Not a test:
+//! it asserts nothing about time.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,11 +37,7 @@ use std::time::{Duration, Instant};
 use git_orch::event::Event;
 use git_orch::store::Store;
 
-fn bench_root() -> PathBuf {
-    std::env::var_os("ORCH_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-}
+mod common;
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -134,6 +153,130 @@ impl PlumbingLog {
     }
 }
 
+/// The same appends with long-lived plumbing processes: one
+/// `hash-object -w --stdin-paths`, one `mktree --batch`, one
+/// `update-ref --stdin` (a transaction per append, compare-and-swap), and
+/// one `commit-tree` per append, which has no batch mode.
+struct LongLivedLog {
+    dir: PathBuf,
+    payload: PathBuf,
+    hash_object: Piped,
+    mktree: Piped,
+    update_ref: Piped,
+    tip: Option<String>,
+    leaf: Vec<String>,
+    seq: u64,
+}
+
+/// A long-lived git process spoken to line by line.
+struct Piped {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl Piped {
+    fn spawn(dir: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new("git")
+            .current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("git runs");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends `input` and reads one line of answer.
+    fn ask(&mut self, input: &str) -> String {
+        use std::io::BufRead;
+        self.stdin.write_all(input.as_bytes()).expect("write");
+        self.stdin.flush().expect("flush");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("read");
+        assert!(!line.is_empty(), "git ended early on {input:?}");
+        line.trim().to_owned()
+    }
+
+    fn finish(self) {
+        drop(self.stdin);
+        let mut child = self.child;
+        assert!(child.wait().expect("wait").success(), "git failed");
+    }
+}
+
+impl LongLivedLog {
+    fn new(dir: PathBuf) -> Self {
+        Self {
+            payload: dir.join(".git/bench-payload"),
+            hash_object: Piped::spawn(&dir, &["hash-object", "-w", "--stdin-paths"]),
+            mktree: Piped::spawn(&dir, &["mktree", "--batch"]),
+            update_ref: Piped::spawn(&dir, &["update-ref", "--stdin"]),
+            dir,
+            tip: None,
+            leaf: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    fn append(&mut self, payload: &str) {
+        self.seq += 1;
+        // One file, overwritten in place each time: no new inode.
+        std::fs::write(&self.payload, payload).expect("payload");
+        let blob = self
+            .hash_object
+            .ask(&format!("{}\n", self.payload.display()));
+        let name = format!("{:010}-{}.json", self.seq, &blob[..8]);
+        if self.seq.is_multiple_of(256) {
+            self.leaf.clear();
+        }
+        self.leaf.push(format!("100644 blob {blob}\t{name}\n"));
+        let leaf = self.mktree.ask(&format!("{}\n", self.leaf.concat()));
+        let b = format!("{:02x}", (self.seq >> 8) & 0xff);
+        let a = format!("{:02x}", self.seq >> 16);
+        let mid = self.mktree.ask(&format!("040000 tree {leaf}\t{b}\n\n"));
+        let ev = self.mktree.ask(&format!("040000 tree {mid}\t{a}\n\n"));
+        let root = self.mktree.ask(&format!("040000 tree {ev}\tev\n\n"));
+        let mut args = vec![
+            "commit-tree".to_owned(),
+            root,
+            "-m".into(),
+            format!("event {}", self.seq),
+        ];
+        if let Some(t) = &self.tip {
+            args.push("-p".into());
+            args.push(t.clone());
+        }
+        let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
+        let commit = git(&self.dir, &args_ref);
+        let old = self.tip.clone().unwrap_or_else(|| "0".repeat(40));
+        for (line, answer) in [
+            ("start\n".to_owned(), "start: ok"),
+            (
+                format!("update refs/orch/log/plumbing {commit} {old}\nprepare\n"),
+                "prepare: ok",
+            ),
+            ("commit\n".to_owned(), "commit: ok"),
+        ] {
+            assert_eq!(self.update_ref.ask(&line), answer);
+        }
+        self.tip = Some(commit);
+    }
+
+    fn finish(self) {
+        self.hash_object.finish();
+        self.mktree.finish();
+        self.update_ref.finish();
+    }
+}
+
 fn per_sec(n: u64, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64()
 }
@@ -149,114 +292,171 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> (Duration, T)) -> (Duration, T
     best.expect("at least one run")
 }
 
+/// One row of the append table.
+fn append_row(name: &str, n: u64, wall: Duration, baseline: Duration, baseline_n: u64) {
+    let rate = per_sec(n, wall);
+    let base_rate = per_sec(baseline_n, baseline);
+    println!(
+        "  {name:<58} {rate:>8.0}/s  {:>7.0} µs each  {:>6.2}x the baseline's rate",
+        1e6 / rate,
+        rate / base_rate
+    );
+}
+
+fn records(writer: &git_orch::ids::WriterId, n: u64) -> Vec<Vec<git_orch::event::Record>> {
+    (1..=n)
+        .map(|seq| {
+            vec![git_orch::event::Record {
+                version: git_orch::event::FORMAT_VERSION,
+                writer: writer.clone(),
+                seq,
+                clock: seq,
+                time_ms: 1_767_225_600_000 + seq as i64,
+                event: marker(seq),
+            }]
+        })
+        .collect()
+}
+
 fn main() {
     let root = tempfile::Builder::new()
         .prefix("orch-bench-")
-        .tempdir_in(bench_root())
+        .tempdir_in(common::bench_root())
         .expect("bench dir");
     let root = root.path();
     println!("git-orch state store benchmark");
-    println!(
-        "  directory: {} (set ORCH_BENCH_DIR to change)",
-        root.display()
-    );
+    println!("  {}", common::machine(root));
     println!("  git: {}", git(root, &["--version"]));
-
-    // What the file system charges for one new file: every append writes
-    // six loose objects (blob, four trees, commit) and one ref lock file.
-    let create_us = {
-        let dir = root.join("fs-probe");
-        std::fs::create_dir_all(dir.join("sub")).expect("probe dir");
-        let n = 300;
-        let start = Instant::now();
-        for i in 0..n {
-            let tmp = dir.join(format!(".tmp{i}"));
-            std::fs::write(&tmp, [b'x'; 100]).expect("write");
-            std::fs::rename(&tmp, dir.join("sub").join(format!("f{i}"))).expect("rename");
-        }
-        start.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+    let payload = serde_json::to_string(&marker(0)).expect("json");
+    let fresh = |what: &str| {
+        new_repo(
+            root,
+            &format!("{what}-{}", git_orch::ids::WriterId::random()),
+        )
     };
-    println!("  file system: {create_us:.0} µs to create and rename one small file");
 
     // Appends, in process.
     const N_FAST: u64 = 2000;
     let (fast, ()) = best_of(3, || {
-        let dir = new_repo(root, &format!("fast-{}", git_orch::ids::WriterId::random()));
+        let dir = fresh("fast");
         let store = Store::open(&dir).expect("open");
         store.writer().expect("writer id");
+        common::flush();
         let start = Instant::now();
         for i in 0..N_FAST {
             store.append(vec![marker(i)]).expect("append");
         }
         (start.elapsed(), ())
     });
-    // The same appends with plumbing subprocesses.
-    const N_SLOW: u64 = 150;
+    // One `git orch` process per append.
+    const N_CLI: u64 = 100;
+    let (cli, ()) = best_of(2, || {
+        let dir = fresh("cli");
+        common::orch(&dir, &["init"]);
+        common::flush();
+        let start = Instant::now();
+        for _ in 0..N_CLI {
+            common::orch(&dir, &["debug", "append", "--label", "bench"]);
+        }
+        (start.elapsed(), ())
+    });
+    // The baseline: long-lived plumbing, a commit-tree per append.
+    const N_LONG: u64 = 500;
+    let (long, ()) = best_of(3, || {
+        let mut log = LongLivedLog::new(fresh("long"));
+        common::flush();
+        let start = Instant::now();
+        for _ in 0..N_LONG {
+            log.append(&payload);
+        }
+        let wall = start.elapsed();
+        log.finish();
+        (wall, ())
+    });
+    // For the record: one fast-import for the whole batch.
+    let (import, ()) = best_of(3, || {
+        let dir = fresh("import");
+        let writer = git_orch::ids::WriterId::random();
+        let ops = records(&writer, N_FAST);
+        common::flush();
+        let start = Instant::now();
+        common::fast_import_log(&dir, &writer, ops);
+        (start.elapsed(), ())
+    });
+    // For the record: a shell script's seven processes per append.
+    const N_SLOW: u64 = 100;
     let (slow, ()) = best_of(2, || {
-        let dir = new_repo(root, &format!("slow-{}", git_orch::ids::WriterId::random()));
         let mut log = PlumbingLog {
-            dir,
+            dir: fresh("slow"),
             tip: None,
             leaf: Vec::new(),
             seq: 0,
         };
-        let payload = serde_json::to_string(&marker(0)).expect("json");
+        common::flush();
         let start = Instant::now();
         for _ in 0..N_SLOW {
             log.append(&payload);
         }
         (start.elapsed(), ())
     });
-    let fast_rate = per_sec(N_FAST, fast);
-    let slow_rate = per_sec(N_SLOW, slow);
     println!();
-    println!("append (one event, one commit, CAS ref update):");
-    println!(
-        "  git-orch in-process   {fast_rate:>9.0} appends/s  ({:.0} µs each, {N_FAST} appends)",
-        1e6 / fast_rate
+    println!("append (one event, one commit, a compare-and-swap of the log ref):");
+    let base = "baseline: long-lived hash-object, mktree, update-ref; commit-tree";
+    append_row(base, N_LONG, long, long, N_LONG);
+    append_row("git-orch in process", N_FAST, fast, long, N_LONG);
+    append_row(
+        "git-orch, one `git orch debug append` process each",
+        N_CLI,
+        cli,
+        long,
+        N_LONG,
     );
-    println!(
-        "  git plumbing          {slow_rate:>9.0} appends/s  ({:.0} µs each, {N_SLOW} appends: hash-object, 4× mktree, commit-tree, update-ref)",
-        1e6 / slow_rate
+    append_row(
+        "record: one git fast-import for all (refs move at the end)",
+        N_FAST,
+        import,
+        long,
+        N_LONG,
     );
-    println!(
-        "  ratio                 {:>9.1}×  (target ≥ 10×, ≥ 2000 appends/s)",
-        fast_rate / slow_rate
-    );
-    println!(
-        "  of which file creation: {:.0} µs per append (7 new files × {create_us:.0} µs)",
-        7.0 * create_us
+    append_row(
+        "record: seven plumbing processes per append (a script)",
+        N_SLOW,
+        slow,
+        long,
+        N_LONG,
     );
 
-    // Reading and ordering 10,000 events.
+    // Reading and ordering 10,000 events, one per commit, packed.
     const N_READ: u64 = 10_000;
-    let dir = new_repo(root, "read");
-    {
-        let store = Store::open(&dir).expect("open");
-        for chunk in 0..(N_READ / 100) {
-            let events = (0..100).map(|i| marker(chunk * 100 + i)).collect();
-            store.append(events).expect("append");
-        }
-    }
-    let (read, count) = best_of(5, || {
+    let dir = fresh("read");
+    let writer = git_orch::ids::WriterId::random();
+    common::fast_import_log(&dir, &writer, records(&writer, N_READ));
+    git(&dir, &["repack", "-a", "-d", "-q"]);
+    git(&dir, &["pack-refs", "--all"]);
+    let mut walls = Vec::new();
+    for _ in 0..5 {
         let start = Instant::now();
         let store = Store::open(&dir).expect("open");
         let view = store.read_log().expect("read");
-        (start.elapsed(), view.entries.len())
-    });
-    assert_eq!(count as u64, N_READ);
-    let (read_packed, _) = {
-        git(&dir, &["repack", "-a", "-d", "-q"]);
-        git(&dir, &["pack-refs", "--all"]);
-        best_of(5, || {
-            let start = Instant::now();
-            let store = Store::open(&dir).expect("open");
-            let view = store.read_log().expect("read");
-            (start.elapsed(), view.entries.len())
-        })
-    };
+        walls.push(start.elapsed());
+        assert_eq!(view.entries.len() as u64, N_READ);
+    }
+    let read = common::median(&mut walls);
+    let mut walls = Vec::new();
+    for _ in 0..5 {
+        walls.push(
+            common::measure({
+                let mut c = common::command(common::orch_bin(), &dir);
+                c.args(["log", "--json"]);
+                c
+            })
+            .wall,
+        );
+    }
+    let cli_read = common::median(&mut walls);
     // Baseline: list the tree and read every blob with one `cat-file --batch`.
-    let (plumbing_read, _) = best_of(3, || {
+    let mut walls = Vec::new();
+    for _ in 0..5 {
         let start = Instant::now();
         let tips = git(
             &dir,
@@ -277,21 +477,24 @@ fn main() {
                 }
             }
         }
-        (start.elapsed(), n)
-    });
+        walls.push(start.elapsed());
+        assert_eq!(n as u64, N_READ);
+    }
+    let plumbing_read = common::median(&mut walls);
     println!();
-    println!("read and order {N_READ} events (open + union of log refs + parse + sort):");
+    println!("read and order {N_READ} events, one per commit, packed (medians of 5):");
     println!(
-        "  git-orch, loose objects  {:>7.1} ms",
-        read.as_secs_f64() * 1e3
+        "  baseline: for-each-ref + ls-tree -r + cat-file --batch + parse (unordered) {:>7.1} ms",
+        plumbing_read.as_secs_f64() * 1e3
     );
     println!(
-        "  git-orch, packed (repack){:>7.1} ms  (target < 150 ms)",
-        read_packed.as_secs_f64() * 1e3
+        "  git-orch in process (open + read + parse + order)      {:>7.1} ms  {:.2}x the baseline",
+        read.as_secs_f64() * 1e3,
+        read.as_secs_f64() / plumbing_read.as_secs_f64()
     );
     println!(
-        "  git plumbing (ls-tree + cat-file --batch, unsorted) {:>7.1} ms  ratio {:.1}×",
-        plumbing_read.as_secs_f64() * 1e3,
-        plumbing_read.as_secs_f64() / read_packed.as_secs_f64()
+        "  git orch log --json (a process, printing all)          {:>7.1} ms  {:.2}x the baseline",
+        cli_read.as_secs_f64() * 1e3,
+        cli_read.as_secs_f64() / plumbing_read.as_secs_f64()
     );
 }

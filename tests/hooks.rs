@@ -207,6 +207,66 @@ fn the_server_refuses_a_hand_made_commit_on_the_target_and_its_deletion() {
     assert!(ok(&out), "{}", stderr(&out));
 }
 
+/// A landing whose content leaves the owned globs of the subtask it
+/// landed, while the log says that subtask's scope gate passed: the server
+/// re-reads the content and refuses it. Judged from the server's state
+/// cache (kept warm from its real refs before each push) plus what the
+/// push adds, and again with no cache at all.
+#[test]
+fn the_server_refuses_a_landing_whose_content_leaves_the_owned_globs() {
+    use git_orch::event::Event;
+    let mut sb = Sandbox::new();
+    let (p, srv) = served(&mut sb);
+    sb.orch_ok(&srv, &["hooks", "install", "--server"]);
+    land(&sb, &p);
+    let push = [
+        "push",
+        "--atomic",
+        "origin",
+        "refs/orch/*:refs/orch/*",
+        "main",
+    ];
+    let out = sb.git_output(&p.repo, &push);
+    assert!(ok(&out), "{}", stderr(&out));
+    assert!(
+        srv.join("orch/state/index.json").is_file(),
+        "the server keeps its state cache warm"
+    );
+    let status = common::status_json(&sb, &p.repo);
+    let run = git_orch::ids::RunId::new(status["run"].as_str().expect("run")).expect("id");
+    let old = sb.git(&p.repo, &["rev-parse", "main"]);
+    // A commit changing a path t0 does not own, recorded as t0's landing.
+    let forged = hand_commit(&sb, &p.repo, "outside.txt");
+    let store = git_orch::store::Store::open(&p.repo).expect("store");
+    store
+        .append(vec![Event::Landed {
+            run_id: run,
+            task: git_orch::ids::TaskId::new("t0").expect("id"),
+            attempt: 1,
+            target: "main".into(),
+            old,
+            new: forged.clone(),
+            strategy: "rebase".into(),
+            commits: vec![forged.clone()],
+        }])
+        .expect("append");
+    for cache in ["warm", "deleted"] {
+        if cache == "deleted" {
+            std::fs::remove_dir_all(srv.join("orch/state")).expect("rm cache");
+        }
+        let before = sb.refs(&srv);
+        let out = sb.git_output(&p.repo, &push);
+        assert!(!ok(&out), "{cache} cache: accepted");
+        let err = stderr(&out);
+        assert!(err.contains(&forged[..12]), "{cache} cache: {err}");
+        assert!(
+            err.contains("outside their owned globs (outside.txt)"),
+            "{cache} cache: {err}"
+        );
+        assert_eq!(sb.refs(&srv), before, "all or nothing");
+    }
+}
+
 #[test]
 fn the_server_refuses_rewinding_or_deleting_orch_refs() {
     let mut sb = Sandbox::new();

@@ -99,16 +99,60 @@ pub fn flush() {
     unsafe { libc::sync() };
 }
 
-/// One finished child: wall time and peak resident memory.
+/// One finished child: wall time and peak resident memory (0 when not
+/// measured).
 #[derive(Debug, Clone, Copy)]
 pub struct Measured {
     pub wall: Duration,
     pub max_rss_kb: u64,
 }
 
-/// Runs `cmd` to its end with output discarded, measuring wall time and
-/// the child's own peak RSS (from wait4, so no other child counts).
-pub fn measure(mut cmd: Command) -> Measured {
+/// Runs `cmd` to its end with output discarded, measuring wall time only.
+///
+/// Not its memory: wait4's `ru_maxrss` of a child started from this
+/// process includes this process's own pages (the child is spawned with
+/// vfork, and exec keeps the old memory's high-water mark), so every
+/// command looked as big as the bench. [`measure_with_rss`] measures both.
+pub fn measure(cmd: Command) -> Measured {
+    let mut m = wait_for(cmd);
+    m.max_rss_kb = 0;
+    m
+}
+
+/// Runs `cmd` through `/usr/bin/time -f %M`, which forks it from its own
+/// small process and reports the command's peak RSS alone; the wall time
+/// includes `time`'s start-up (about a millisecond), so use it on both
+/// sides of a comparison or for long commands.
+pub fn measure_with_rss(cmd: Command) -> Measured {
+    let out = tempfile::NamedTempFile::new().expect("temp file");
+    let mut wrapped = Command::new("/usr/bin/time");
+    wrapped
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(out.path())
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    if let Some(dir) = cmd.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => wrapped.env(k, v),
+            None => wrapped.env_remove(k),
+        };
+    }
+    let mut m = wait_for(wrapped);
+    let text = std::fs::read_to_string(out.path()).expect("time's output");
+    m.max_rss_kb = text
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .next_back()
+        .expect("a peak RSS from /usr/bin/time");
+    m
+}
+
+fn wait_for(mut cmd: Command) -> Measured {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let start = Instant::now();
     let child = cmd.spawn().expect("spawn");
@@ -180,4 +224,95 @@ pub fn fs_type(path: &Path) -> String {
         }
     }
     best.0
+}
+
+/// What creating one small file costs under `dir` (create, write, rename
+/// into a subfolder, as a loose object is written), in microseconds. On
+/// ext4 this varies tenfold with how many files were deleted nearby in
+/// the last seconds, and git-orch writes several files per event, so
+/// every bench prints it.
+pub fn file_create_us(dir: &Path) -> f64 {
+    let probe = dir.join(format!(".fs-probe-{}", std::process::id()));
+    std::fs::create_dir_all(probe.join("sub")).expect("probe dir");
+    let n = 300;
+    let start = Instant::now();
+    for i in 0..n {
+        let tmp = probe.join(format!(".tmp{i}"));
+        std::fs::write(&tmp, [b'x'; 100]).expect("write");
+        std::fs::rename(&tmp, probe.join("sub").join(format!("f{i}"))).expect("rename");
+    }
+    let us = start.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+    let _ = std::fs::remove_dir_all(&probe);
+    us
+}
+
+/// One line about the machine and where the bench runs: cores, load
+/// average, the file system and what a new file costs there.
+pub fn machine(dir: &Path) -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load: Vec<&str> = load.split_whitespace().take(3).collect();
+    format!(
+        "{cores} cores, load average {}, {} on {} ({:.0} µs to create a file), binary {}",
+        load.join(" "),
+        dir.display(),
+        fs_type(dir),
+        file_create_us(dir),
+        orch_bin().display()
+    )
+}
+
+/// Appends `ops` (each op one log commit of its records, in order) to
+/// `refs/orch/log/<writer>` in `repo` with one `git fast-import`, in
+/// git-orch's own tree layout and commit format, as `Store::append` would
+/// have written them (each commit's tree lists every event so far). The
+/// ref may exist (the new commits continue it) or not.
+pub fn fast_import_log(
+    repo: &Path,
+    writer: &git_orch::ids::WriterId,
+    ops: impl IntoIterator<Item = Vec<git_orch::event::Record>>,
+) {
+    use git_orch::store::log::{commit_message, event_path};
+    use std::io::Write;
+    let log_ref = format!("refs/orch/log/{writer}");
+    let exists = command("git", repo)
+        .args(["rev-parse", "-q", "--verify", &log_ref])
+        .output()
+        .expect("git")
+        .status
+        .success();
+    let mut child = command("git", repo)
+        .args(["fast-import", "--quiet", "--done"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("fast-import");
+    let mut input = std::io::BufWriter::new(child.stdin.take().expect("stdin"));
+    let mut first = exists;
+    for records in ops {
+        let message = commit_message(writer, &records);
+        let time = records.last().map_or(0, |r| r.time_ms / 1000);
+        writeln!(input, "commit {log_ref}").expect("write");
+        writeln!(
+            input,
+            "committer git-orch <git-orch@localhost> {time} +0000"
+        )
+        .expect("write");
+        writeln!(input, "data {}\n{message}", message.len()).expect("write");
+        if first {
+            writeln!(input, "from {log_ref}^0").expect("write");
+            first = false;
+        }
+        for r in &records {
+            let bytes = serde_json::to_vec(r).expect("record");
+            let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &bytes)
+                .expect("hash");
+            writeln!(input, "M 100644 inline {}", event_path(r.seq, id)).expect("write");
+            writeln!(input, "data {}", bytes.len()).expect("write");
+            input.write_all(&bytes).expect("write");
+            writeln!(input).expect("write");
+        }
+    }
+    writeln!(input, "done").expect("write");
+    drop(input);
+    assert!(child.wait().expect("fast-import").success(), "fast-import");
 }

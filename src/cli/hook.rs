@@ -85,6 +85,7 @@ fn pre_push(cli: &Cli, remote: &str) -> CommandResult {
 
 fn pre_receive(cli: &Cli) -> CommandResult {
     let mut store = Store::discover(&super::start_dir(&cli.directory))?;
+    receive::warm_state(&store);
     // git keeps the pushed objects in a quarantine until this hook agrees;
     // gix does not read git's variables for it, so the store is told.
     let object_dir = std::env::var("GIT_OBJECT_DIRECTORY").ok();

@@ -26,7 +26,7 @@ pub struct InitArgs {
 }
 
 pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
-    let store = open_store(&cli.directory)?;
+    let mut store = open_store(&cli.directory)?;
     let mut changed = Vec::new();
     if let Some(remote) = &args.remote {
         store.check_remote(remote)?;
@@ -34,6 +34,8 @@ pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
     if args.new_writer {
         let id = WriterId::random();
         store.config_set("orch.writerId", id.as_str())?;
+        // The store answers from the configuration it was opened with.
+        store.reload()?;
         changed.push(format!("new writer id {id}"));
     }
     let had_writer = store.writer_id()?.is_some();

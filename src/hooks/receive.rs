@@ -89,6 +89,21 @@ pub fn parse(store: &Store, input: &str) -> Result<Vec<ReceiveLine>, HookError> 
     Ok(out)
 }
 
+/// Brings the server's state cache up to date with its real refs and
+/// saves it, before a push is judged: the judgement reads state through a
+/// view of the push in progress, which never saves (what it folds is not
+/// accepted yet), so without this each push would fold everything pushed
+/// since the cache was last saved, and a server nobody reads state on
+/// directly would read its whole history on every push. Takes `store`
+/// before it is given the push's objects, so only accepted state is
+/// cached. Best effort: the cache is only ever an optimisation, and
+/// whatever stops it here stops the judgement with a clear error later.
+pub fn warm_state(store: &Store) {
+    if let Ok(mut index) = crate::state::StateIndex::open(store) {
+        let _ = index.save();
+    }
+}
+
 /// Judges one push into the repository of `store` (opened over the
 /// push's quarantine).
 pub fn decide(store: Store, lines: &[ReceiveLine]) -> Result<Decision, HookError> {
@@ -398,41 +413,43 @@ fn scope_refusals(
     reference: &str,
     commits: &[Oid],
 ) -> Result<Vec<Refusal>, HookError> {
-    use crate::event::{Event, GateStatus};
+    use crate::event::GateStatus;
     if commits.is_empty() {
         return Ok(Vec::new());
     }
-    let view = store.read_log()?;
+    // The index of the log as the push would leave it: the cache of the
+    // real refs (see [`warm_state`]) plus what the push adds, so the cost
+    // follows the push, not the history.
+    let mut index = crate::state::StateIndex::open(store)?;
     /// The tip before a landing, and the attempts it landed.
     type Landing = (String, Vec<(RunId, TaskId, u32)>);
     let mut landings: std::collections::HashMap<String, Landing> = Default::default();
-    for r in view.records() {
-        match &r.event {
-            Event::Landed {
-                run_id,
-                task,
-                attempt,
-                old,
-                new,
-                ..
-            } => landings
-                .entry(new.clone())
-                .or_insert_with(|| (old.clone(), Vec::new()))
-                .1
-                .push((run_id.clone(), task.clone(), *attempt)),
-            Event::LandingVoided { new, .. } => {
-                landings.remove(new);
+    let mut runs: std::collections::HashMap<RunId, crate::state::RunState> = Default::default();
+    for commit in commits {
+        let hex = commit.to_string();
+        let mut found: Option<Landing> = None;
+        let mut voided = false;
+        for run_id in index.runs_landing(&hex)? {
+            let Some(run) = index.run(&run_id)?.cloned() else {
+                continue;
+            };
+            for l in run.landings.iter().filter(|l| l.new == hex) {
+                voided |= l.voided;
+                found
+                    .get_or_insert_with(|| (l.old.clone(), Vec::new()))
+                    .1
+                    .push((run_id.clone(), l.task.clone(), l.attempt));
             }
-            _ => {}
+            runs.insert(run_id, run);
+        }
+        // A voided landing is not judged here: `verify` speaks for it.
+        if let Some(landing) = found.filter(|_| !voided) {
+            landings.insert(hex, landing);
         }
     }
-    if !commits
-        .iter()
-        .any(|c| landings.contains_key(&c.to_string()))
-    {
+    if landings.is_empty() {
         return Ok(Vec::new());
     }
-    let runs = crate::state::fold(view.records());
     let mut out = Vec::new();
     for commit in commits {
         let Some((old, landed)) = landings.get(&commit.to_string()) else {

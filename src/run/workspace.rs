@@ -307,9 +307,7 @@ pub fn commit_result(
     // its last commit is the result; no empty commit of ours on top.
     let staged = git.output(["diff", "--cached", "--quiet"])?;
     if staged.status.success() {
-        let commit = git.run(["rev-parse", "HEAD"])?;
-        let tree = git.run(["rev-parse", "HEAD^{tree}"])?;
-        return Ok((commit, tree));
+        return head_and_tree(&git);
     }
     let message = format!(
         "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
@@ -324,9 +322,23 @@ pub fn commit_result(
         "-m",
         &message,
     ])?;
-    let commit = git.run(["rev-parse", "HEAD"])?;
-    let tree = git.run(["rev-parse", "HEAD^{tree}"])?;
-    Ok((commit, tree))
+    head_and_tree(&git)
+}
+
+/// The worktree's HEAD commit and its tree, from one `git rev-parse`.
+fn head_and_tree(git: &Git) -> Result<(String, String), crate::process::ProcessError> {
+    let out = git.run(["rev-parse", "HEAD", "HEAD^{tree}"])?;
+    let mut lines = out.lines().map(str::trim);
+    match (lines.next(), lines.next()) {
+        (Some(commit), Some(tree)) if !commit.is_empty() && !tree.is_empty() => {
+            Ok((commit.to_owned(), tree.to_owned()))
+        }
+        _ => Err(crate::process::ProcessError::Failed {
+            command: "git rev-parse HEAD HEAD^{tree}".into(),
+            status: "unexpected output".into(),
+            stderr: format!("expected a commit and a tree, got {out:?}"),
+        }),
+    }
 }
 
 /// Puts a scratch worktree of git-orch's own (under `.git/orch/scratch/`)

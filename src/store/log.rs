@@ -166,6 +166,22 @@ impl Store {
         if let Some(w) = self.writer.get() {
             return Ok(Some(w.clone()));
         }
+        // The local configuration as read when the repository was opened
+        // answers without a `git config` process (a driver opens a store
+        // for each step of each attempt). A writer id, once made, does not
+        // change under a running process; when it is not there yet, ask git,
+        // which sees one another process wrote since.
+        let local = |meta: &gix::config::file::Metadata| meta.source == gix::config::Source::Local;
+        if let Some(value) = self
+            .repo
+            .config_snapshot()
+            .plumbing()
+            .string_filter("orch.writerId", local)
+            && let Ok(id) = WriterId::new(value.to_string().trim())
+        {
+            let _ = self.writer.set(id.clone());
+            return Ok(Some(id));
+        }
         let out = self
             .git()
             .output(["config", "--local", "--get", "orch.writerId"])?;
@@ -735,5 +751,30 @@ mod tests {
             Some(TipPosition { seq: 13, clock: 23 })
         );
         assert!(msg.contains("Orch-Type: debug_marker, debug_marker, debug_marker"));
+    }
+
+    /// The writer id comes from the configuration read at open when it is
+    /// there, and from git when it is not, so one made by another process
+    /// after this store was opened is still found rather than replaced.
+    #[test]
+    fn writer_id_made_by_another_process_is_seen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init = std::process::Command::new("git")
+            .args(["init", "-q"])
+            .arg(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .status()
+            .expect("git init");
+        assert!(init.success());
+        let early = Store::open(dir.path()).expect("open");
+        assert_eq!(early.writer_id().expect("read"), None);
+        let other = Store::open(dir.path()).expect("open");
+        let made = other.writer().expect("make writer id");
+        assert_eq!(early.writer_id().expect("read"), Some(made.clone()));
+        assert_eq!(early.writer().expect("writer"), made);
+        // A store opened after the id was made answers from its snapshot.
+        let late = Store::open(dir.path()).expect("open");
+        assert_eq!(late.writer_id().expect("read"), Some(made));
     }
 }

@@ -143,11 +143,15 @@ impl Store {
         };
         let mut out = Vec::new();
         let common = self.common_dir();
+        // From the configuration read when the repository was opened, not
+        // a `git config` process: this runs several times per attempt and
+        // landing, and whether the repository is bare does not change
+        // under a running process.
         let bare = self
-            .config_get("core.bare")
-            .ok()
-            .flatten()
-            .is_some_and(|v| v == "true");
+            .repo
+            .config_snapshot()
+            .boolean("core.bare")
+            .unwrap_or(false);
         if !bare
             && common.file_name().is_some_and(|n| n == ".git")
             && let Some(main) = common.parent()
