@@ -5,6 +5,10 @@
 //!    on a small change).
 //! 2. The built-in diff-based gates (diff, scope, secrets, placeholders) on
 //!    a change of 10,000 files, beside `git diff` producing the same diff.
+//! 3. The same gates judging every commit of an attempt made of 20 commits
+//!    (each editing 50 of those files), as they do for what lands, beside
+//!    the net diff alone and beside `git log -p base..result`, which
+//!    produces the same per-commit diffs.
 //!
 //! Run with `cargo bench --bench gates`.
 
@@ -231,5 +235,81 @@ fn main() {
         "  `git diff base result` alone           {:>7.1} ms  (ratio {:.2}×)",
         git_diff.as_secs_f64() * 1e3,
         builtins.as_secs_f64() / git_diff.as_secs_f64()
+    );
+
+    // 3. Every commit of a 20-commit attempt judged, against the net diff
+    // alone and against `git log -p` of the range.
+    const COMMITS: usize = 20;
+    const FILES_PER_COMMIT: usize = 50;
+    let range_base = result_commit.clone();
+    for c in 0..COMMITS {
+        for i in 0..FILES_PER_COMMIT {
+            let k = c * FILES_PER_COMMIT + i;
+            let p = big.join(format!("src/m{:02}/f{:02}.rs", k / 100, k % 100));
+            let mut text = std::fs::read_to_string(&p).expect("read");
+            text.push_str(&format!("fn h{c}_{i}() -> u32 {{ {k} }}\n"));
+            std::fs::write(p, text).expect("write");
+        }
+        git(&big, &["commit", "-q", "-am", &format!("step {c}")]);
+    }
+    let tip = git(&big, &["rev-parse", "HEAD"]);
+    let (range_base_oid, tip_oid) = (
+        store.parse_oid(&range_base).expect("oid"),
+        store.parse_oid(&tip).expect("oid"),
+    );
+    let steps = store.commit_steps(range_base_oid, tip_oid).expect("steps");
+    assert_eq!(steps.len(), COMMITS);
+    let judged = |steps: Vec<git_orch::store::CommitStep>, logs: &str| Subject {
+        on_gate: None,
+        common_dir: store.common_dir().to_owned(),
+        task: subtask(&["src/**"]),
+        attempt: 1,
+        base_tree: store.commit_info(range_base_oid).expect("c").tree,
+        result_tree: store.commit_info(tip_oid).expect("c").tree,
+        every_commit: !steps.is_empty(),
+        steps,
+        worktree: big.clone(),
+        env: vec![],
+        log_dir: root.join(logs),
+        writer_agent: "fake".into(),
+        settings: Settings::default(),
+    };
+    let history = judged(steps, "logs-history");
+    let net_only = judged(Vec::new(), "logs-net");
+    let every = (0..3)
+        .map(|_| rt.block_on(evaluate(&history, &builtin_defs())))
+        .min()
+        .expect("runs");
+    let net = (0..3)
+        .map(|_| rt.block_on(evaluate(&net_only, &builtin_defs())))
+        .min()
+        .expect("runs");
+    let log_p = (0..3)
+        .map(|_| {
+            let start = Instant::now();
+            let _ = git(
+                &big,
+                &["log", "-p", "--format=%H", &format!("{range_base}..{tip}")],
+            );
+            start.elapsed()
+        })
+        .min()
+        .expect("runs");
+    println!();
+    println!(
+        "built-in gates on an attempt of {COMMITS} commits × {FILES_PER_COMMIT} files, judged commit by commit:"
+    );
+    println!(
+        "  every commit judged                    {:>7.1} ms",
+        every.as_secs_f64() * 1e3
+    );
+    println!(
+        "  the net diff only (before this issue)  {:>7.1} ms",
+        net.as_secs_f64() * 1e3
+    );
+    println!(
+        "  `git log -p base..result` alone        {:>7.1} ms  (ratio {:.2}×)",
+        log_p.as_secs_f64() * 1e3,
+        every.as_secs_f64() / log_p.as_secs_f64()
     );
 }

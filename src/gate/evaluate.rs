@@ -28,8 +28,8 @@ pub struct Subject {
     pub attempt: u32,
     pub base_tree: Oid,
     pub result_tree: Oid,
-    /// The attempt's commits from its base to its result: (commit, parent
-    /// tree, tree), oldest first. Content gates judge each.
+    /// The attempt's commits from its base to its result, oldest first.
+    /// Content gates judge each.
     pub steps: Vec<crate::store::CommitStep>,
     /// Whether the merge strategy keeps those commits on the target.
     pub every_commit: bool,

@@ -759,14 +759,11 @@ mod tests {
     #[test]
     fn writer_id_made_by_another_process_is_seen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let init = std::process::Command::new("git")
-            .args(["init", "-q"])
-            .arg(dir.path())
+        crate::process::Git::new(dir.path())
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
+            .run(["init", "-q"])
             .expect("git init");
-        assert!(init.success());
         let early = Store::open(dir.path()).expect("open");
         assert_eq!(early.writer_id().expect("read"), None);
         let other = Store::open(dir.path()).expect("open");
