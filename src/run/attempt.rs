@@ -762,10 +762,9 @@ async fn commit(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<Com
         .await
         .expect("the semaphore is never closed");
     let committed = blocking(&ctx, move |store| {
-        let (commit, tree) = workspace::commit_result(&wt, &c.run, &task, n, &agent_name)
-            .map_err(RunError::Commit)?;
-        let commit_id = store.parse_oid(&commit)?;
-        let tree_id = store.parse_oid(&tree)?;
+        let (commit_id, tree_id) =
+            workspace::commit_result(store, &wt, &c.run, &task, n, &agent_name)?;
+        let (commit, tree) = (commit_id.to_string(), tree_id.to_string());
         let changed = store
             .diff_trees(store.commit_info(base)?.tree, tree_id)?
             .len();

@@ -290,39 +290,84 @@ pub fn hooks_env(hooks: &Path) -> Vec<(String, String)> {
 /// Returns (commit, tree). Hooks are skipped: the result is judged by the
 /// gates, including what the agent should not have written.
 pub fn commit_result(
+    store: &Store,
     worktree: &Path,
     run: &RunId,
     task: &TaskId,
     n: u32,
     agent: &str,
-) -> Result<(String, String), crate::process::ProcessError> {
+) -> Result<(Oid, Oid), RunError> {
     let git = Git::new(worktree)
         .env("GIT_AUTHOR_NAME", format!("git-orch agent ({agent})"))
         .env("GIT_AUTHOR_EMAIL", "agent@git-orch.invalid")
         .env("GIT_COMMITTER_NAME", "git-orch")
         .env("GIT_COMMITTER_EMAIL", crate::store::ORCH_EMAIL);
     // Aider's repo-map cache is not the agent's work.
-    git.run(["add", "-A", "--", ".", ":(exclude).aider*"])?;
-    // Everything committed already (the agent committed its own work):
-    // its last commit is the result; no empty commit of ours on top.
-    let staged = git.output(["diff", "--cached", "--quiet"])?;
-    if staged.status.success() {
-        return head_and_tree(&git);
-    }
+    git.run(["add", "-A", "--", ".", ":(exclude).aider*"])
+        .map_err(RunError::Commit)?;
     let message = format!(
         "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
     );
-    git.run([
-        "-c",
-        "commit.gpgSign=false",
-        "commit",
-        "-q",
-        "--no-verify",
-        "--allow-empty",
-        "-m",
-        &message,
-    ])?;
-    head_and_tree(&git)
+    // Commit first: a commit with nothing staged fails, and only then is
+    // it worth asking why. git-orch runs maintenance itself (every 1000
+    // events), not after each result.
+    let committed = git
+        .output([
+            "-c",
+            "commit.gpgSign=false",
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "gc.auto=0",
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            &message,
+        ])
+        .map_err(RunError::Commit)?;
+    if !committed.status.success() {
+        // Everything committed already (the agent committed its own
+        // work): its last commit is the result; no empty commit of ours.
+        let staged = git
+            .output(["diff", "--cached", "--quiet"])
+            .map_err(RunError::Commit)?;
+        if !staged.status.success() {
+            return Err(RunError::Commit(crate::process::ProcessError::Failed {
+                command: "git commit".into(),
+                status: committed.status.to_string(),
+                stderr: String::from_utf8_lossy(&committed.stderr).trim().to_owned(),
+            }));
+        }
+    }
+    let commit = match worktree_head(store, worktree) {
+        Some(c) => c,
+        None => {
+            let (c, _) = head_and_tree(&git).map_err(RunError::Commit)?;
+            store.parse_oid(&c)?
+        }
+    };
+    let tree = store.commit_info(commit)?.tree;
+    Ok((commit, tree))
+}
+
+/// The commit checked out in the linked worktree at `worktree`, read from
+/// its HEAD file (the branch it names, or a detached id) without starting
+/// git; `None` when that cannot be read, and git is asked instead.
+fn worktree_head(store: &Store, worktree: &Path) -> Option<Oid> {
+    let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    let gitdir = PathBuf::from(dot_git.strip_prefix("gitdir:")?.trim());
+    let gitdir = if gitdir.is_absolute() {
+        gitdir
+    } else {
+        worktree.join(gitdir)
+    };
+    let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
+    let head = head.trim();
+    match head.strip_prefix("ref:") {
+        Some(name) => store.ref_target(name.trim()).ok().flatten(),
+        None => store.parse_oid(head).ok(),
+    }
 }
 
 /// The worktree's HEAD commit and its tree, from one `git rev-parse`.
