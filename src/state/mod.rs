@@ -356,10 +356,17 @@ impl TaskState {
                 Some(_) => a.landing_failure.is_some(),
             })
             .count();
+        // A round without a winner counts when one of its candidates failed
+        // (a round only stopped by Ctrl-C or a lost driver does not).
         let rounds = self
             .rounds
             .iter()
             .filter(|(round, winner)| **round > self.budget_reset_after && winner.is_none())
+            .filter(|(round, _)| {
+                self.attempts.iter().any(|a| {
+                    a.candidate.is_some_and(|c| c.round == **round) && a.counts_as_failure()
+                })
+            })
             .count();
         (attempts + rounds) as u32
     }
@@ -1279,6 +1286,27 @@ mod tests {
         assert_eq!(t.failures(), 1);
         assert_eq!(t.status(1), TaskStatus::Retrying);
         assert_eq!(t.status(0), TaskStatus::Failed);
+    }
+
+    #[test]
+    fn a_round_stopped_by_an_interruption_costs_no_retry() {
+        let records = vec![
+            rec(1, started()),
+            rec(2, candidate(1, 1, 2)),
+            rec(3, candidate(2, 1, 2)),
+            rec(
+                4,
+                finished(1, Outcome::Abandoned, Some(FailureClass::Interrupted)),
+            ),
+            rec(
+                5,
+                finished(2, Outcome::Abandoned, Some(FailureClass::Interrupted)),
+            ),
+            rec(6, judged(1, None)),
+        ];
+        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        assert_eq!(t.failures(), 0);
+        assert_eq!(t.status(0), TaskStatus::Stopped);
     }
 
     #[test]
