@@ -303,3 +303,50 @@ fn bad_best_of_input_is_refused_and_nothing_is_written() {
     }
     assert_eq!(sb.refs(&p.repo), before.1, "a refused plan wrote state");
 }
+
+#[test]
+fn ctrl_c_during_a_round_costs_no_retry_and_the_rerun_lands_a_winner() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[("a", &[], "test -f src/a/done")],
+        Some("[orch]\n\tretries = 0\n"),
+    );
+    p.script("a.1", "sleep 3\nwrite src/a/done one\n");
+    p.script("a.2", "sleep 3\nwrite src/a/done two\n");
+    p.script("a.3", "write src/a/done three\n");
+    p.script("a.4", "write src/a/done 'four\\nlines'\n");
+    let driver = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake", "--best-of", "2"])
+        .spawn()
+        .expect("run");
+    common::wait_until(
+        "both candidates to start",
+        std::time::Duration::from_secs(30),
+        || {
+            events(&sb, &p.repo)
+                .iter()
+                .filter(|e| e["type"] == "attempt_started")
+                .count()
+                == 2
+        },
+    );
+    // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
+    unsafe { libc::kill(driver.id() as i32, libc::SIGINT) };
+    let out = driver.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    // With no retries left, a round that cost one would leave the task
+    // failed; this one runs a new round and lands.
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    let j = judged(&evs);
+    assert_eq!(j.len(), 2, "{j:?}");
+    assert!(j[0]["winner"].is_null());
+    assert_eq!(j[1]["winner"], 3);
+    assert_eq!(
+        sb.git(&p.repo, &["show", "main:src/a/done"]).trim(),
+        "three"
+    );
+}
