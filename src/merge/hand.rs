@@ -24,9 +24,9 @@ use super::MergeError;
 use super::candidate::{self, Built, Entry, Names, Strategy};
 use super::checkout;
 use crate::config::Settings;
-use crate::event::{Event, GateMode, GateStatus, Verdict};
+use crate::event::{Event, GateMode, Verdict};
 use crate::gate::{GateDef, GateKind};
-use crate::state::{BranchApproval, BranchLanding, SharedIndex, VerdictKey};
+use crate::state::{BranchApproval, BranchLanding, SharedIndex};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
 use crate::store::{Oid, Store};
@@ -118,23 +118,8 @@ fn short(hex: &str) -> &str {
 /// The integration gate of a hand landing: `[integration] run`, else every
 /// blocking command gate of the project's config.
 fn gates(settings: &Settings) -> Vec<GateDef> {
-    if !settings.integration.is_empty() {
-        let one = settings.integration.len() == 1;
-        return settings
-            .integration
-            .iter()
-            .enumerate()
-            .map(|(i, run)| GateDef {
-                name: if one {
-                    "integration".into()
-                } else {
-                    format!("integration-{}", i + 1)
-                },
-                kind: GateKind::Command { run: run.clone() },
-                mode: GateMode::Block,
-                timeout: crate::gate::stack::DEFAULT_TIMEOUT,
-            })
-            .collect();
+    if let Some(configured) = super::integration::configured(settings) {
+        return configured;
     }
     settings
         .gates
@@ -370,21 +355,7 @@ async fn gate(
 ) -> Result<(Vec<Verdict>, usize), MergeError> {
     let defs = gates(settings);
     if defs.is_empty() {
-        return Ok((
-            vec![Verdict {
-                gate: "integration".into(),
-                mode: GateMode::Block,
-                status: GateStatus::Pass,
-                cached_pass: None,
-                command: None,
-                duration_ms: 0,
-                summary: "no blocking command gate is configured; the candidate merged cleanly"
-                    .into(),
-                tail: String::new(),
-                details: serde_json::Value::Null,
-            }],
-            0,
-        ));
+        return Ok((vec![super::integration::clean_merge()], 0));
     }
     let orch: PathBuf = store.orch_dir().to_path_buf();
     let scratch = orch.join("scratch").join(landing);
@@ -403,50 +374,16 @@ async fn gate(
         env: &env,
         log_dir: &log_dir,
     };
-    let mut verdicts = Vec::new();
-    let mut ran = 0;
-    for def in &defs {
-        let cmd = def
-            .kind
-            .command()
-            .expect("integration gates are commands")
-            .to_owned();
-        let key = VerdictKey {
-            tree: tree.clone(),
-            gate: def.name.clone(),
-            command: cmd.clone(),
-        };
-        let v = match cache.get(&key) {
-            Some(prev) => Verdict {
-                status: GateStatus::Cached,
-                cached_pass: Some(
-                    matches!(prev.status, GateStatus::Pass) || prev.cached_pass == Some(true),
-                ),
-                summary: format!("cached: {}", prev.summary),
-                duration_ms: 0,
-                mode: def.mode,
-                gate: def.name.clone(),
-                ..prev.clone()
-            },
-            None => {
-                ran += 1;
-                crate::gate::command::run_in(
-                    def,
-                    &cmd,
-                    &place,
-                    settings,
-                    store.common_dir(),
-                    cancel,
-                )
-                .await
-            }
-        };
-        let blocks = v.blocks();
-        verdicts.push(v);
-        if blocks {
-            break;
-        }
-    }
+    let (verdicts, ran) = super::integration::run(
+        &defs,
+        &tree,
+        &cache,
+        &place,
+        settings,
+        store.common_dir(),
+        cancel,
+    )
+    .await;
     Ok((verdicts, ran))
 }
 

@@ -19,6 +19,7 @@
 pub mod candidate;
 pub mod checkout;
 pub mod hand;
+pub mod integration;
 pub mod queue;
 pub mod verify;
 

@@ -18,12 +18,12 @@ use super::MergeError;
 use super::candidate::{self, Built, Entry, Names, Strategy};
 use super::checkout;
 use crate::config::Settings;
-use crate::event::{Event, Failure, FailureClass, GateMode, GateStatus, Verdict};
-use crate::gate::{GateDef, GateKind};
+use crate::event::{Event, Failure, FailureClass, GateMode, Verdict};
+use crate::gate::GateDef;
 use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
 use crate::run::progress::LandReport;
-use crate::state::{RunState, SharedIndex, TaskStatus, VerdictKey};
+use crate::state::{RunState, SharedIndex, TaskStatus};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
 use crate::store::{Oid, Store};
@@ -412,23 +412,8 @@ impl Queue {
 
     /// The integration gate's gates for the first `k` entries.
     fn integration_gates(&self, entries: &[&Entry]) -> Vec<GateDef> {
-        if !self.settings.integration.is_empty() {
-            return self
-                .settings
-                .integration
-                .iter()
-                .enumerate()
-                .map(|(i, run)| GateDef {
-                    name: if self.settings.integration.len() == 1 {
-                        "integration".into()
-                    } else {
-                        format!("integration-{}", i + 1)
-                    },
-                    kind: GateKind::Command { run: run.clone() },
-                    mode: GateMode::Block,
-                    timeout: crate::gate::stack::DEFAULT_TIMEOUT,
-                })
-                .collect();
+        if let Some(configured) = super::integration::configured(&self.settings) {
+            return configured;
         }
         let mut out: Vec<GateDef> = Vec::new();
         for e in entries {
@@ -494,63 +479,21 @@ impl Queue {
             env: &env,
             log_dir: &log_dir,
         };
-        let mut verdicts = Vec::new();
-        if defs.is_empty() {
-            verdicts.push(Verdict {
-                gate: "integration".into(),
-                mode: GateMode::Block,
-                status: GateStatus::Pass,
-                cached_pass: None,
-                command: None,
-                duration_ms: 0,
-                summary: "no blocking command gate is configured; the candidate merged cleanly"
-                    .into(),
-                tail: String::new(),
-                details: serde_json::Value::Null,
-            });
-        }
-        for def in &defs {
-            let cmd = def
-                .kind
-                .command()
-                .expect("integration gates are commands")
-                .to_owned();
-            let key = VerdictKey {
-                tree: tree.to_string(),
-                gate: def.name.clone(),
-                command: cmd.clone(),
-            };
-            let v = match cache.get(&key) {
-                Some(prev) => Verdict {
-                    status: GateStatus::Cached,
-                    cached_pass: Some(
-                        matches!(prev.status, GateStatus::Pass) || prev.cached_pass == Some(true),
-                    ),
-                    summary: format!("cached: {}", prev.summary),
-                    duration_ms: 0,
-                    mode: def.mode,
-                    gate: def.name.clone(),
-                    ..prev.clone()
-                },
-                None => {
-                    report.gate_runs += 1;
-                    crate::gate::command::run_in(
-                        def,
-                        &cmd,
-                        &place,
-                        &self.settings,
-                        &self.common_dir,
-                        cancel,
-                    )
-                    .await
-                }
-            };
-            let blocks = v.blocks();
-            verdicts.push(v);
-            if blocks {
-                break;
-            }
-        }
+        let (verdicts, ran) = if defs.is_empty() {
+            (vec![super::integration::clean_merge()], 0)
+        } else {
+            super::integration::run(
+                &defs,
+                &tree.to_string(),
+                &cache,
+                &place,
+                &self.settings,
+                &self.common_dir,
+                cancel,
+            )
+            .await
+        };
+        report.gate_runs += ran;
         let run = self.run.clone();
         let events: Vec<Event> = verdicts
             .iter()
