@@ -191,14 +191,17 @@ fn the_cap_counts_every_candidate() {
         ],
         None,
     );
-    // Each agent records how many agents run beside it when it starts.
+    // Each agent marks its start, waits (with a deadline) until the other
+    // candidate of its task has started too, records how many agents have
+    // started and not ended, and marks its end. A third agent running
+    // beside a round would be counted.
     let count = sb.path().join("running");
     std::fs::create_dir_all(&count).expect("mkdir");
     for t in ["a", "b"] {
         p.script(
             t,
             &format!(
-                "run sh -c 'touch {dir}/$ORCH_TASK.$ORCH_ATTEMPT; ls {dir} | wc -l >> {dir}.log; sleep 1; rm {dir}/$ORCH_TASK.$ORCH_ATTEMPT'\nwrite src/{t}/done yes\n",
+                "run sh -c 'touch {dir}/$ORCH_TASK.$ORCH_ATTEMPT.start; i=0; while [ $(ls {dir} | grep -c \"^$ORCH_TASK\\..*start\") -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; echo $(( $(ls {dir} | grep -c start) - $(ls {dir} | grep -c end) )) >> {dir}.log; touch {dir}/$ORCH_TASK.$ORCH_ATTEMPT.end'\nwrite src/{t}/done yes\n",
                 dir = count.display()
             ),
         );
@@ -312,8 +315,9 @@ fn ctrl_c_during_a_round_costs_no_retry_and_the_rerun_lands_a_winner() {
         &[("a", &[], "test -f src/a/done")],
         Some("[orch]\n\tretries = 0\n"),
     );
-    p.script("a.1", "sleep 3\nwrite src/a/done one\n");
-    p.script("a.2", "sleep 3\nwrite src/a/done two\n");
+    // The first round's candidates work until they are interrupted.
+    p.script("a.1", "hang\n");
+    p.script("a.2", "hang\n");
     p.script("a.3", "write src/a/done three\n");
     p.script("a.4", "write src/a/done 'four\\nlines'\n");
     let driver = sb

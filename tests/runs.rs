@@ -492,8 +492,10 @@ fn ctrl_c_exits_130_and_the_run_resumes_cleanly() {
         ],
         None,
     );
+    // The first attempts work until interrupted; the resumed ones finish.
     for id in ["a", "b"] {
-        p.script(id, &format!("sleep 2\nwrite src/{id}/done yes\n"));
+        p.script(&format!("{id}.1"), "hang\n");
+        p.script(id, &format!("write src/{id}/done yes\n"));
     }
     let driver = sb
         .command("git-orch", &p.repo)

@@ -20,7 +20,8 @@ use common::{Project, Sandbox, events, project, status_json, stderr};
 /// SSH agent socket, `$3` the user's home folder (inside the sandbox
 /// `$HOME` is a private folder; this is the real one).
 const PROBE: &str = r#"run sh -c 'main="$1"; sock="$2"; home="$3"; case "$ORCH_TASK" in
-b) echo done > src/b/done; sleep 3 ;;
+b) echo done > src/b/done; r="$(dirname "$PWD")/a-1/src/a/report"; i=0;
+   while ! grep -q "b-1/src/b/README" "$r" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done ;;
 a) r=src/a/report; : > "$r"; other="$(dirname "$PWD")/b-1/src/b/README"; i=0;
    while [ ! -e "$other" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done;
    if [ -e "$other" ]; then echo "B-SEEN" >> "$r"; else echo "B-MISSING" >> "$r"; fi;
@@ -35,8 +36,9 @@ a) r=src/a/report; : > "$r"; other="$(dirname "$PWD")/b-1/src/b/README"; i=0;
 esac' sh @MAIN@ @SOCK@ @HOME@
 "#;
 
-/// A project of `a` and `b`, run at once (b's agent waits a little so a
-/// can try its worktree while it exists), with `config` as .orch/config, the probe agent, an SSH agent
+/// A project of `a` and `b`, run at once (b's agent stays until a's report
+/// shows it tried b's worktree, with a deadline, so a tries it while b
+/// works), with `config` as .orch/config, the probe agent, an SSH agent
 /// socket and a secret in the driver's environment. The probe attacks the
 /// main checkout, or `decoy` in its place (where a write that goes
 /// through, as without a sandbox, must not leave the checkout dirty).
