@@ -8,7 +8,8 @@
 //! 3. The same gates judging every commit of an attempt made of 20 commits
 //!    (each editing 50 of those files), as they do for what lands, beside
 //!    the net diff alone and beside `git log -p base..result`, which
-//!    produces the same per-commit diffs.
+//!    produces the same per-commit diffs; rounds rotate the order of the
+//!    three sides, flushed before each, medians printed.
 //!
 //! Run with `cargo bench --bench gates`.
 
@@ -276,25 +277,32 @@ fn main() {
     };
     let history = judged(steps, "logs-history");
     let net_only = judged(Vec::new(), "logs-net");
-    let every = (0..3)
-        .map(|_| rt.block_on(evaluate(&history, &builtin_defs())))
-        .min()
-        .expect("runs");
-    let net = (0..3)
-        .map(|_| rt.block_on(evaluate(&net_only, &builtin_defs())))
-        .min()
-        .expect("runs");
-    let log_p = (0..3)
-        .map(|_| {
-            let start = Instant::now();
-            let _ = git(
-                &big,
-                &["log", "-p", "--format=%H", &format!("{range_base}..{tip}")],
-            );
-            start.elapsed()
-        })
-        .min()
-        .expect("runs");
+    // Rounds rotate which side goes first; dirty pages are written back
+    // before each side; medians of the rounds.
+    let (mut every, mut net, mut log_p) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..6 {
+        for side in 0..3 {
+            // SAFETY: sync(2) takes no arguments and cannot fail.
+            unsafe { libc::sync() };
+            match (side + round) % 3 {
+                0 => every.push(rt.block_on(evaluate(&history, &builtin_defs()))),
+                1 => net.push(rt.block_on(evaluate(&net_only, &builtin_defs()))),
+                _ => {
+                    let start = Instant::now();
+                    let _ = git(
+                        &big,
+                        &["log", "-p", "--format=%H", &format!("{range_base}..{tip}")],
+                    );
+                    log_p.push(start.elapsed());
+                }
+            }
+        }
+    }
+    let median = |xs: &mut Vec<Duration>| {
+        xs.sort();
+        xs[xs.len() / 2]
+    };
+    let (every, net, log_p) = (median(&mut every), median(&mut net), median(&mut log_p));
     println!();
     println!(
         "built-in gates on an attempt of {COMMITS} commits × {FILES_PER_COMMIT} files, judged commit by commit:"

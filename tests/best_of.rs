@@ -325,20 +325,7 @@ fn ctrl_c_during_a_round_costs_no_retry_and_the_rerun_lands_a_winner() {
         .args(["run", "proj", "--agent", "fake", "--best-of", "2"])
         .spawn()
         .expect("run");
-    common::wait_until(
-        "both candidates to start",
-        std::time::Duration::from_secs(30),
-        || {
-            events(&sb, &p.repo)
-                .iter()
-                .filter(|e| e["type"] == "attempt_started")
-                .count()
-                == 2
-        },
-    );
-    // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
-    unsafe { libc::kill(driver.id() as i32, libc::SIGINT) };
-    let out = driver.wait_with_output().expect("wait");
+    let out = common::interrupt_once_started(&sb, &p.repo, driver, 2);
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     // With no retries left, a round that cost one would leave the task
     // failed; this one runs a new round and lands.

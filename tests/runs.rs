@@ -503,16 +503,7 @@ fn ctrl_c_exits_130_and_the_run_resumes_cleanly() {
         .spawn()
         .expect("run");
     // Interrupt once both agents are at work (their attempts are live).
-    common::wait_until("both agents to start", Duration::from_secs(30), || {
-        events(&sb, &p.repo)
-            .iter()
-            .filter(|e| e["type"] == "attempt_started")
-            .count()
-            == 2
-    });
-    // SAFETY: a positive pid of our own child; SIGINT is what Ctrl-C sends.
-    unsafe { libc::kill(driver.id() as i32, libc::SIGINT) };
-    let out = driver.wait_with_output().expect("wait");
+    let out = common::interrupt_once_started(&sb, &p.repo, driver, 2);
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     let evs = events(&sb, &p.repo);
     assert!(

@@ -422,3 +422,31 @@ pub fn wait_until(what: &str, limit: std::time::Duration, mut ready: impl FnMut(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Ctrl-C for a `git orch run` spawned by a test, once `attempts` of its
+/// attempts have started (so they are live when it comes); returns what
+/// the run printed and how it ended.
+pub fn interrupt_once_started(
+    sb: &Sandbox,
+    repo: &Path,
+    driver: std::process::Child,
+    attempts: usize,
+) -> Output {
+    wait_until(
+        &format!("{attempts} attempts to start"),
+        std::time::Duration::from_secs(30),
+        || {
+            events(sb, repo)
+                .iter()
+                .filter(|e| e["type"] == "attempt_started")
+                .count()
+                == attempts
+        },
+    );
+    let pid = driver.id() as i32;
+    assert!(pid > 1);
+    // SAFETY: a positive pid of our own child, checked above; SIGINT is
+    // what Ctrl-C sends.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    driver.wait_with_output().expect("wait for the run")
+}
