@@ -136,12 +136,18 @@ fn a_subtask_names_its_candidate_agents_and_the_winners_agent_is_recorded() {
     let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let evs = events(&sb, &p.repo);
-    let agents: Vec<&str> = evs
+    // Candidates are created at once, so their records come in any order.
+    let agents: std::collections::BTreeMap<u64, &str> = evs
         .iter()
         .filter(|e| e["type"] == "attempt_created")
-        .map(|e| e["agent"].as_str().expect("agent"))
+        .map(|e| {
+            (
+                e["attempt"].as_u64().expect("attempt"),
+                e["agent"].as_str().expect("agent"),
+            )
+        })
         .collect();
-    assert_eq!(agents, ["fake", "other"]);
+    assert_eq!(agents.into_values().collect::<Vec<_>>(), ["fake", "other"]);
     let j = judged(&evs);
     assert_eq!(j[0]["winner"], 2);
     assert_eq!(j[0]["ranking"][0]["agent"], "other");

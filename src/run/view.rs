@@ -321,23 +321,23 @@ fn candidate_rows(t: &crate::state::TaskState) -> Vec<CandidateRow> {
         .iter()
         .filter(|a| a.candidate.is_some_and(|x| x.round == c.round))
         .map(|a| {
-            let state = if a.is_open() {
-                "running".to_owned()
-            } else if a.archived.is_some() {
-                "archived".to_owned()
-            } else if a.judged {
-                "chosen".to_owned()
-            } else {
-                a.outcome.map_or("running", |o| o.as_str()).to_owned()
+            use crate::state::Judged;
+            let state = match (&a.judged, a.outcome) {
+                (_, None) => "running",
+                (Some(Judged::Archived(_)), _) => "archived",
+                (Some(Judged::Chosen), _) => "chosen",
+                (None, Some(o)) => o.as_str(),
+            }
+            .to_owned();
+            let archived = match &a.judged {
+                Some(Judged::Archived(why)) => Some(why.clone()),
+                _ => None,
             };
             CandidateRow {
                 attempt: a.n,
                 agent: a.agent.clone(),
                 state,
-                why: a
-                    .archived
-                    .clone()
-                    .or_else(|| a.effective_failure().map(|f| f.reason.clone())),
+                why: archived.or_else(|| a.effective_failure().map(|f| f.reason.clone())),
                 cost_usd: a.agent_run.as_ref().and_then(|r| r.usage.cost_usd),
             }
         })

@@ -139,11 +139,18 @@ pub struct AttemptState {
     pub landing_verdicts: Vec<Verdict>,
     /// Its place in a best-of-N round, if it is a candidate.
     pub candidate: Option<Candidate>,
-    /// Its round was judged (every candidate ended and one was chosen, or
-    /// none passed).
-    pub judged: bool,
-    /// A candidate that was not chosen: why. It never lands.
-    pub archived: Option<String>,
+    /// What its round's judgement made of it, once the round is judged.
+    pub judged: Option<Judged>,
+}
+
+/// A candidate's place after its best-of-N round was judged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "as", content = "why", rename_all = "snake_case")]
+pub enum Judged {
+    /// The one that goes to the merge queue.
+    Chosen,
+    /// Not chosen, with why: kept, never landed.
+    Archived(String),
 }
 
 impl AttemptState {
@@ -183,8 +190,7 @@ impl AttemptState {
         self.outcome == Some(Outcome::Passed)
             && self.landed.is_none()
             && self.landing_failure.is_none()
-            && self.archived.is_none()
-            && (self.candidate.is_none() || self.judged)
+            && (self.candidate.is_none() || self.judged == Some(Judged::Chosen))
     }
 
     /// Why it failed, counting a failed landing.
@@ -608,8 +614,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         landing_hunks: Vec::new(),
                         landing_verdicts: Vec::new(),
                         candidate: *candidate,
-                        judged: false,
-                        archived: None,
+                        judged: None,
                     });
                     t.attempts.sort_by_key(|a| a.n);
                 }
@@ -887,14 +892,16 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 .iter_mut()
                 .filter(|a| a.candidate.is_some_and(|c| c.round == *round))
             {
-                a.judged = true;
-                if Some(a.n) != *winner {
-                    let why = ranking
-                        .iter()
-                        .find(|r| r.attempt == a.n)
-                        .map_or_else(|| "not chosen".to_owned(), |r| r.why.clone());
-                    a.archived = Some(why);
-                }
+                a.judged = Some(if Some(a.n) == *winner {
+                    Judged::Chosen
+                } else {
+                    Judged::Archived(
+                        ranking
+                            .iter()
+                            .find(|r| r.attempt == a.n)
+                            .map_or_else(|| "not chosen".to_owned(), |r| r.why.clone()),
+                    )
+                });
             }
         }
         Event::AttemptBranchRemoved {
@@ -1260,7 +1267,7 @@ mod tests {
             !t.attempts[1].is_queued(),
             "the archived candidate waits to land"
         );
-        assert!(t.attempts[1].archived.is_some());
+        assert!(matches!(t.attempts[1].judged, Some(Judged::Archived(_))));
         assert!(t.round_to_judge().is_none());
         // A second judgement of the same round changes nothing.
         records.push(rec(7, judged(1, Some(2))));
