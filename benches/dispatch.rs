@@ -181,8 +181,13 @@ fn main() {
             store
                 .add_worktree(&p.worktree, &p.branch_ref)
                 .expect("worktree");
-            git_orch::run::workspace::install_hooks(&store, &p, &sub.owned_globs, Path::new(exe))
-                .expect("hooks");
+            git_orch::run::workspace::install_hooks(
+                &ctx.hooks_dir,
+                &p,
+                &sub.owned_globs,
+                Path::new(exe),
+            )
+            .expect("hooks");
         }
         start.elapsed()
     };

@@ -793,8 +793,7 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
             let mut tips = vec![tip];
             if !a.cleaned
                 && path.exists()
-                && let Some(head) =
-                    crate::run::control::worktree_head(&path).and_then(|h| store.parse_oid(&h).ok())
+                && let Some(head) = crate::run::control::worktree_head(store, &path)
                 && head != tip
             {
                 tips.push(head);

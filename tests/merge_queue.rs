@@ -372,8 +372,10 @@ fn a_landing_killed_in_each_crash_window_never_leaves_a_landed_commit_without_it
     // Each landing's crash windows, hit exactly by named failpoints where
     // `git orch merge` kills itself: while writing the record, between the
     // record and the target's move, and between that and the checkout's.
+    // (A landing's first append is its record: the passing integration
+    // verdict is written with it.)
     for window in [
-        "append.objects-written=kill@2",
+        "append.objects-written=kill@1",
         "land.recorded=kill@1",
         "land.moved=kill@1",
         "land.recorded=kill@1",
@@ -655,4 +657,49 @@ fn a_landing_record_whose_target_moved_elsewhere_is_voided_and_lands_again() {
     // verify no longer accepts the voided commit.
     let out = sb.orch(&p.repo, &["verify", &never]);
     assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+}
+
+#[test]
+fn the_kept_scratch_worktree_holds_exactly_each_candidate_and_goes_when_the_merge_ends() {
+    let mut sb = Sandbox::new();
+    // The gate leaves an untracked file, an ignored one and an edit behind
+    // and refuses to run where any of them is: a scratch worktree kept from
+    // one landing to the next must be put back to exactly the candidate.
+    let gate = "test ! -e junk && test ! -e build.out && test -z \\\"$(git status --porcelain)\\\" && touch junk build.out && echo changed >> README.md";
+    let p = make(
+        &mut sb,
+        3,
+        Some(&format!("[integration]\n\trun = \"{gate}\"\n")),
+    );
+    std::fs::write(p.repo.join(".gitignore"), "build.out\n").expect("ignore");
+    sb.git(&p.repo, &["add", ".gitignore"]);
+    sb.git(&p.repo, &["commit", "-q", "-m", "ignore build output"]);
+    for i in 0..3 {
+        p.script(&format!("t{i}"), &format!("write src/t{i}/done yes\n"));
+    }
+    block_landings(&p.repo);
+    let out = sb.orch(
+        &p.repo,
+        &[
+            "run", "proj", "--agent", "fake", "--cap", "3", "--base", "main",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    unblock_landings(&p.repo);
+    let out = sb.orch(&p.repo, &["merge"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(landed_events(&sb, &p.repo).len(), 3, "{}", stderr(&out));
+    // The queue's scratch worktree went with the command, and git forgot it.
+    let scratch = p.repo.join(".git/orch/scratch");
+    let left: Vec<_> = std::fs::read_dir(&scratch)
+        .map(|rd| {
+            rd.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    let listed = sb.git(&p.repo, &["worktree", "list", "--porcelain"]);
+    assert!(!listed.contains("orch/scratch"), "{listed}");
 }

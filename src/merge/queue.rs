@@ -51,6 +51,9 @@ pub struct Queue {
     pub approver: String,
     /// The author of landed commits: the person who started the run.
     pub author: (String, String),
+    /// The integration gate's scratch worktree, kept from one landing to
+    /// the next and removed when the last clone of this queue goes.
+    pub scratch: std::sync::Arc<crate::run::workspace::KeptScratch>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -111,6 +114,10 @@ impl Queue {
             },
         };
         Ok(Self {
+            scratch: std::sync::Arc::new(crate::run::workspace::KeptScratch::new(
+                store.common_dir(),
+                &crate::run::workspace::scratch_dir(store.common_dir()).join(run.id.as_str()),
+            )),
             common_dir: store.common_dir().to_owned(),
             run: run.id.clone(),
             batch: batch.unwrap_or(settings.merge_batch).max(1),
@@ -227,12 +234,9 @@ impl Queue {
             )?)
         })
         .await?;
-        // The integration gate's scratch worktree goes when this landing
-        // ends, however it ends (dropped before the queue lock).
-        let _scratch = crate::run::workspace::ScratchGuard::take(
-            &self.common_dir,
-            &crate::run::workspace::scratch_dir(&self.common_dir).join(self.run.as_str()),
-        )?;
+        // The integration gate's scratch worktree: the queue's, kept for
+        // the next landing (or this landing's own, removed when it ends).
+        let scratch = self.scratch.take()?;
         if let Some(why) = self.recover().await? {
             report.refused = Some(why);
             return Ok(report);
@@ -252,6 +256,33 @@ impl Queue {
         if entries.is_empty() {
             return Ok(report);
         }
+        // Passing integration verdicts are recorded with the landing they
+        // allow (one append); whatever did not land is recorded here.
+        let mut passed = Vec::new();
+        let landed = self
+            .land_entries(entries, &scratch.path, cancel, &mut report, &mut passed)
+            .await;
+        if !passed.is_empty() {
+            blocking(&self.common_dir, move |store| {
+                store.append(passed)?;
+                Ok(())
+            })
+            .await?;
+        }
+        landed.map(|()| report)
+    }
+
+    /// Builds, gates and lands `entries` (one landing, rebuilt when the
+    /// target moves under it). `passed`: the passing verdicts not recorded
+    /// yet.
+    async fn land_entries(
+        &self,
+        entries: Vec<Entry>,
+        scratch: &Path,
+        cancel: &CancellationToken,
+        report: &mut LandReport,
+        passed: &mut Vec<Event>,
+    ) -> Result<(), MergeError> {
         let mut entries = entries;
         for _round in 0..MAX_ROUNDS {
             self.follow_remote().await?;
@@ -264,17 +295,19 @@ impl Queue {
                 entries.retain(|x| x.label() != e.label());
             }
             if stack.is_empty() {
-                return Ok(report);
+                return Ok(());
             }
             // Landing all of it would change files someone edits in a
             // checkout of the target: refuse before spending a gate run.
             let top = stack.last().expect("not empty").1;
             if let Some(why) = self.in_the_way(tip, top).await? {
                 report.refused = Some(why);
-                return Ok(report);
+                return Ok(());
             }
             // Gate the top; on failure, bisect for the largest good prefix.
-            let (pass, failing) = self.gate(&stack, stack.len(), cancel, &mut report).await?;
+            let (pass, failing) = self
+                .gate(&stack, stack.len(), scratch, cancel, report, passed)
+                .await?;
             let (good, culprit) = if pass {
                 (stack.len(), None)
             } else if stack.len() == 1 {
@@ -283,7 +316,9 @@ impl Queue {
                 let (mut lo, mut hi, mut hi_failing) = (0, stack.len(), failing);
                 while hi - lo > 1 {
                     let mid = (lo + hi) / 2;
-                    let (ok, f) = self.gate(&stack, mid, cancel, &mut report).await?;
+                    let (ok, f) = self
+                        .gate(&stack, mid, scratch, cancel, report, passed)
+                        .await?;
                     if ok {
                         lo = mid;
                     } else {
@@ -294,7 +329,7 @@ impl Queue {
                 (lo, Some((hi - 1, hi_failing)))
             };
             if cancel.is_cancelled() {
-                return Ok(report);
+                return Ok(());
             }
             if let Some((i, verdicts)) = culprit {
                 let e = stack[i].0.clone();
@@ -305,22 +340,22 @@ impl Queue {
                 entries.retain(|x| x.label() != e.label());
             }
             if good == 0 {
-                return Ok(report);
+                return Ok(());
             }
             let landed = stack[..good].to_vec();
             let new = landed.last().expect("good > 0").1;
             // Again, just before moving: the person may have edited since.
             if let Some(why) = self.in_the_way(tip, new).await? {
                 report.refused = Some(why);
-                return Ok(report);
+                return Ok(());
             }
-            match self.swap(tip, &landed, &mut report).await? {
+            match self.swap(tip, &landed, report, passed).await? {
                 Applied::Done => {
                     report
                         .landed
                         .extend(landed.iter().map(|(e, _, _)| e.label()));
                     self.after_landing(&landed).await;
-                    return Ok(report);
+                    return Ok(());
                 }
                 // The target moved: rebuild on the new tip, gate again.
                 Applied::Conflict => continue,
@@ -435,22 +470,22 @@ impl Queue {
 
     /// Gates the candidate of the first `k` stack entries. Returns whether
     /// it passed and the failing verdicts.
+    /// A passing candidate's verdicts go to `passed`, to be recorded with
+    /// its landing; a failing one's are recorded at once.
     async fn gate(
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
+        scratch: &Path,
         cancel: &CancellationToken,
         report: &mut LandReport,
+        passed: &mut Vec<Event>,
     ) -> Result<(bool, Vec<Verdict>), MergeError> {
         let candidate = stack[k - 1].1;
         let entries: Vec<&Entry> = stack[..k].iter().map(|(e, _, _)| e).collect();
         let defs = self.integration_gates(&entries);
         let labels: Vec<String> = entries.iter().map(|e| e.label()).collect();
-        let scratch = self
-            .common_dir
-            .join("orch")
-            .join("scratch")
-            .join(self.run.as_str());
+        let scratch = scratch.to_owned();
         let (tree, cache) = {
             let s = scratch.clone();
             let state = self.state.clone();
@@ -505,12 +540,16 @@ impl Queue {
                 verdict: v.clone(),
             })
             .collect();
-        blocking(&self.common_dir, move |store| {
-            store.append(events)?;
-            Ok(())
-        })
-        .await?;
         let failing: Vec<Verdict> = verdicts.iter().filter(|v| v.blocks()).cloned().collect();
+        if failing.is_empty() {
+            passed.extend(events);
+        } else {
+            blocking(&self.common_dir, move |store| {
+                store.append(events)?;
+                Ok(())
+            })
+            .await?;
+        }
         Ok((failing.is_empty(), failing))
     }
 
@@ -582,19 +621,23 @@ impl Queue {
 
     /// Records the `landed` events and moves the target from `old` to the
     /// last landed tip (with a remote: publishes both in one atomic push).
+    /// `passed`: the integration verdicts that allow it, recorded with it
+    /// (and taken out of `passed` once they are).
     async fn swap(
         &self,
         old: Oid,
         landed: &[(Entry, Oid, Vec<Oid>)],
         report: &mut LandReport,
+        passed: &mut Vec<Event>,
     ) -> Result<Applied, MergeError> {
         let this = self.clone();
         let landed = landed.to_vec();
-        let (applied, problems) = blocking(&self.common_dir, move |store| {
+        let verdicts = passed.clone();
+        let (applied, problems, recorded) = blocking(&self.common_dir, move |store| {
             let new = landed.last().expect("something lands").1;
-            let events: Vec<Event> = landed
-                .iter()
-                .map(|(e, _, commits)| Event::Landed {
+            let events: Vec<Event> = verdicts
+                .into_iter()
+                .chain(landed.iter().map(|(e, _, commits)| Event::Landed {
                     run_id: this.run.clone(),
                     task: e.task.id.clone(),
                     attempt: e.attempt,
@@ -603,7 +646,7 @@ impl Queue {
                     new: new.to_string(),
                     strategy: this.strategy.as_str().into(),
                     commits: commits.iter().map(|c| c.to_string()).collect(),
-                })
+                }))
                 .collect();
             let target_ref = this.target_ref();
             if let Some(remote) = &this.remote {
@@ -648,11 +691,11 @@ impl Queue {
                 return Ok(match published {
                     Ok(Some(_)) => {
                         crate::failpoint::hit("land.moved");
-                        (Applied::Done, checkout::finish(store, &moves))
+                        (Applied::Done, checkout::finish(store, &moves), true)
                     }
                     Ok(None) => {
                         checkout::cancel(store, &moves);
-                        (Applied::Conflict, Vec::new())
+                        (Applied::Conflict, Vec::new(), false)
                     }
                     Err(e) => {
                         checkout::cancel(store, &moves);
@@ -686,7 +729,7 @@ impl Queue {
                 ))
             })?;
             if applied == Applied::Conflict {
-                return Ok((Applied::Conflict, Vec::new()));
+                return Ok((Applied::Conflict, Vec::new(), false));
             }
             let moves = checkout::begin(store, &target_ref, old, new)?;
             crate::failpoint::hit("land.recorded");
@@ -720,9 +763,12 @@ impl Queue {
                 )?;
             }
             crate::failpoint::hit("land.moved");
-            Ok((moved, checkout::finish(store, &moves)))
+            Ok((moved, checkout::finish(store, &moves), true))
         })
         .await?;
+        if recorded {
+            passed.clear();
+        }
         report.warnings.extend(problems);
         Ok(applied)
     }

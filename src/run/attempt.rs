@@ -109,6 +109,9 @@ struct AgentOutcome {
     cause: Option<String>,
     /// The timeout it ran under.
     timeout: Duration,
+    /// Its `agent_finished` event when not recorded yet: it goes into the
+    /// log with the result commit, one append where there were two.
+    record: Option<Event>,
 }
 
 async fn blocking<T: Send + 'static>(
@@ -265,6 +268,9 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
             return end(&job, &spec.name, Outcome::Failed, Some(f));
         }
     };
+    if agent_run.ended.cancelled || agent_run.unavailable.is_some() {
+        record_agent(&job, agent_run.record.clone()).await;
+    }
     if agent_run.ended.cancelled {
         let f = Failure {
             class: FailureClass::Interrupted,
@@ -378,6 +384,7 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();
     let exe = job.exe.clone();
+    let hooks_dir = ctx.hooks_dir.clone();
     // A retry is shown what the attempt before it changed.
     let retry = match job.retry.clone() {
         Some(mut r) => {
@@ -408,8 +415,8 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
         &job.gates,
         retry.as_ref(),
     );
-    blocking(&ctx, move |store| {
-        workspace::install_hooks(store, &p, &owned, &exe)?;
+    blocking(&ctx, move |_store| {
+        workspace::install_hooks(&hooks_dir, &p, &owned, &exe)?;
         let io = |e| StoreError::io(format!("writing {}", p.prompt.display()), e);
         if let Some(parent) = p.prompt.parent() {
             std::fs::create_dir_all(parent).map_err(io)?;
@@ -603,7 +610,7 @@ async fn run_agent(
             // A program that cannot start is unavailable, not a crash.
             let ended = crate::process::Ended::not_started();
             let why = e.to_string();
-            record_agent(
+            let record = agent_finished(
                 job,
                 &ended,
                 0,
@@ -611,13 +618,13 @@ async fn run_agent(
                 Some(why.clone()),
                 why.clone(),
                 None,
-            )
-            .await;
+            );
             return Ok(AgentOutcome {
                 ended,
                 unavailable: Some(why),
                 cause: None,
                 timeout,
+                record: Some(record),
             });
         }
     };
@@ -659,7 +666,7 @@ async fn run_agent(
             .expect("the refusal list lock is never poisoned")
             .push((ctx.run.to_string(), spec.name.clone(), why));
     }
-    record_agent(
+    let record = agent_finished(
         job,
         &ended,
         start.elapsed().as_millis() as u64,
@@ -667,18 +674,20 @@ async fn run_agent(
         read.unavailable.clone(),
         tail,
         read.cause.clone(),
-    )
-    .await;
+    );
     failpoint("attempt.agent-finished").await;
     Ok(AgentOutcome {
         ended,
         unavailable: read.unavailable,
         cause: read.cause,
         timeout,
+        record: Some(record),
     })
 }
 
-async fn record_agent(
+/// The `agent_finished` event of the attempt's agent (recorded by the
+/// caller: with the result commit, or alone when the attempt ends here).
+fn agent_finished(
     job: &Job,
     ended: &crate::process::Ended,
     duration_ms: u64,
@@ -686,30 +695,26 @@ async fn record_agent(
     unavailable: Option<String>,
     tail: String,
     cause: Option<String>,
-) {
-    let ctx = job.ctx.clone();
-    let (task, n, ended) = (job.task.id.clone(), job.n, *ended);
-    let tail = gate::masking::mask_text(&gate::command::tail_chars(&tail, TAIL_BYTES));
-    let cause = cause.map(|c| gate::masking::mask_text(&c));
-    let _ = blocking(&ctx.clone(), move |store| {
-        append(
-            store,
-            vec![Event::AgentFinished {
-                run_id: ctx.run.clone(),
-                task,
-                attempt: n,
-                exit: ended.exit,
-                signal: ended.signal,
-                timed_out: ended.timed_out,
-                duration_ms,
-                usage,
-                unavailable,
-                tail,
-                cause,
-            }],
-        )
-    })
-    .await;
+) -> Event {
+    Event::AgentFinished {
+        run_id: job.ctx.run.clone(),
+        task: job.task.id.clone(),
+        attempt: job.n,
+        exit: ended.exit,
+        signal: ended.signal,
+        timed_out: ended.timed_out,
+        duration_ms,
+        usage,
+        unavailable,
+        tail: gate::masking::mask_text(&gate::command::tail_chars(&tail, TAIL_BYTES)),
+        cause: cause.map(|c| gate::masking::mask_text(&c)),
+    }
+}
+
+/// Records the agent's end alone: the attempt ends before a result.
+async fn record_agent(job: &Job, record: Option<Event>) {
+    let Some(event) = record else { return };
+    let _ = blocking(&job.ctx, move |store| append(store, vec![event])).await;
 }
 
 /// What the commit phase made of the agent's work.
@@ -729,7 +734,7 @@ async fn judge(
     agent_run: &AgentOutcome,
     cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
-    let committed = commit(job, spec, paths).await?;
+    let committed = commit(job, spec, paths, agent_run.record.clone()).await?;
     failpoint("attempt.result-recorded").await;
     let stack = run_gates(job, spec, paths, env, &committed, cancel).await?;
     if cancel.is_cancelled() {
@@ -748,7 +753,14 @@ async fn judge(
 
 /// The commit phase: whatever the agent left uncommitted becomes the
 /// result commit, recorded with how many paths it changes.
-async fn commit(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<Committed, RunError> {
+/// `agent`: the agent's `agent_finished` event, recorded with the result
+/// (or alone, when no result could be made).
+async fn commit(
+    job: &Job,
+    spec: &AgentSpec,
+    paths: &AttemptPaths,
+    agent: Option<Event>,
+) -> Result<Committed, RunError> {
     let ctx = job.ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
     let wt = paths.worktree.clone();
@@ -763,22 +775,28 @@ async fn commit(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<Com
         .expect("the semaphore is never closed");
     let committed = blocking(&ctx, move |store| {
         let (commit_id, tree_id) =
-            workspace::commit_result(store, &wt, &c.run, &task, n, &agent_name)?;
+            match workspace::commit_result(store, &wt, &c.run, &task, n, &agent_name) {
+                Ok(made) => made,
+                Err(e) => {
+                    if let Some(agent) = agent {
+                        append(store, vec![agent])?;
+                    }
+                    return Err(e);
+                }
+            };
         let (commit, tree) = (commit_id.to_string(), tree_id.to_string());
         let changed = store
             .diff_trees(store.commit_info(base)?.tree, tree_id)?
             .len();
-        append(
-            store,
-            vec![Event::AttemptResult {
-                run_id: c.run.clone(),
-                task,
-                attempt: n,
-                commit,
-                tree,
-                changed,
-            }],
-        )?;
+        let result = Event::AttemptResult {
+            run_id: c.run.clone(),
+            task,
+            attempt: n,
+            commit,
+            tree,
+            changed,
+        };
+        append(store, agent.into_iter().chain([result]).collect())?;
         let steps = store.commit_steps(base, commit_id)?;
         Ok(Committed {
             commit: commit_id,

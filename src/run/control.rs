@@ -323,12 +323,15 @@ pub fn unkept(
     Ok(Some(Unkept { commits, kind }))
 }
 
-/// The commit checked out in the worktree at `dir`, if it has one.
-pub fn worktree_head(dir: &std::path::Path) -> Option<String> {
-    crate::process::Git::new(dir)
-        .run(["rev-parse", "--verify", "-q", "HEAD"])
-        .ok()
-        .filter(|s| !s.is_empty())
+/// The commit checked out in the worktree at `dir`, if it has one: read
+/// from its HEAD file, else asked of git.
+pub fn worktree_head(store: &Store, dir: &std::path::Path) -> Option<crate::store::Oid> {
+    store.worktree_head(dir).or_else(|| {
+        crate::process::Git::new(dir)
+            .run(["rev-parse", "--verify", "-q", "HEAD"])
+            .ok()
+            .and_then(|s| store.parse_oid(s.trim()).ok())
+    })
 }
 
 /// Removes the worktrees and branches of attempts no longer needed, once
@@ -354,6 +357,7 @@ pub fn cleanup(
     // Attempts another clone made (seen through sync) have their worktrees
     // and branches on that clone's machine: never this clone's to touch.
     let me = store.writer_id()?;
+    let mut removals: Vec<(Option<usize>, Removal)> = Vec::new();
     for run in runs.values() {
         if filter.run.as_ref().is_some_and(|r| *r != run.id) {
             continue;
@@ -390,9 +394,10 @@ pub fn cleanup(
                 if filter.landed_only && a.landed.is_none() {
                     continue;
                 }
-                if let Some(done) =
+                if let Some(mut done) =
                     clean_attempt(store, run, task, a, status, driven, filter, &archive)?
                 {
+                    let removal = done.removal.take();
                     if let Some(missing) = &done.missing
                         && !matches!(done.action, CleanupAction::Kept(_))
                     {
@@ -403,7 +408,11 @@ pub fn cleanup(
                             missing.clone(),
                         ));
                     }
-                    if done.worktree.is_some() || done.branch.is_some() {
+                    let shown = done.worktree.is_some() || done.branch.is_some();
+                    if let Some(r) = removal {
+                        removals.push((shown.then_some(report.attempts.len()), r));
+                    }
+                    if shown {
                         report.attempts.push(AttemptCleanup {
                             run: run.id.clone(),
                             task: task.clone(),
@@ -417,11 +426,29 @@ pub fn cleanup(
             }
         }
     }
+    // One record for every worktree removed above (a cleanup killed before
+    // it leaves folders gone unrecorded: the next one records them).
+    let (shown, removals): (Vec<Option<usize>>, Vec<Removal>) = removals.into_iter().unzip();
+    for i in record_removals(store, &removals)? {
+        if let Some(at) = shown[i] {
+            report.attempts[at].action = CleanupAction::Kept(
+                "its branch moved while it was cleaned up; run cleanup again".to_owned(),
+            );
+        }
+    }
     // Scratch worktrees: what a landing or gate that ended normally removed
     // itself; what is left is a crash's (or in use right now).
     if filter.task.is_none() && filter.attempt.is_none() {
         let wanted = |name: &str| match &filter.run {
-            Some(r) => name == r.as_str() || name == format!("gate-{r}"),
+            // `<run>-<pid>`: a landing's own while another process held
+            // the run's (see `KeptScratch`).
+            Some(r) => {
+                name == r.as_str()
+                    || name == format!("gate-{r}")
+                    || name
+                        .strip_prefix(&format!("{r}-"))
+                        .is_some_and(|pid| pid.bytes().all(|b| b.is_ascii_digit()))
+            }
             None => true,
         };
         for (path, lock) in super::workspace::idle_scratch(store, &wanted)? {
@@ -516,11 +543,79 @@ struct Cleaned {
     action: CleanupAction,
     /// Its worktree folder was gone already.
     missing: Option<PathBuf>,
+    /// What is left to record and delete once the worktree is gone.
+    removal: Option<Removal>,
+}
+
+/// The record of one attempt's cleanup, and its branch to delete: written
+/// for every attempt of one cleanup in one operation ([`record_removals`]).
+struct Removal {
+    run: RunId,
+    task: TaskId,
+    attempt: u32,
+    path: PathBuf,
+    /// Its worktree was recorded as cleaned before.
+    cleaned: bool,
+    branch: String,
+    /// The branch's tip when it was judged (deleted only from there).
+    tip: Option<crate::store::Oid>,
+}
+
+/// Records the cleanup of every attempt in `removals` in one operation:
+/// `workspace_cleaned` for each, and each branch deleted by
+/// compare-and-swap from the tip it was judged at. Returns, by index, the
+/// branches that moved meanwhile and stay.
+fn record_removals(store: &Store, removals: &[Removal]) -> Result<Vec<usize>, StoreError> {
+    let mut moved = Vec::new();
+    if removals.is_empty() {
+        return Ok(moved);
+    }
+    store.transact(|store| {
+        moved.clear();
+        let mut events = Vec::new();
+        let mut refs = Vec::new();
+        for (i, r) in removals.iter().enumerate() {
+            if !r.cleaned {
+                events.push(Event::WorkspaceCleaned {
+                    run_id: r.run.clone(),
+                    task: r.task.clone(),
+                    attempt: r.attempt,
+                    path: r.path.to_string_lossy().into_owned(),
+                });
+            }
+            let branch_ref = format!("refs/heads/{}", r.branch);
+            match (r.tip, store.ref_target(&branch_ref)?) {
+                (Some(t), Some(n)) if t == n => {
+                    events.push(Event::AttemptBranchRemoved {
+                        run_id: r.run.clone(),
+                        task: r.task.clone(),
+                        attempt: r.attempt,
+                        branch: r.branch.clone(),
+                        tip: t.to_string(),
+                    });
+                    refs.push(crate::store::refs::RefUpdate::delete(
+                        &branch_ref,
+                        t,
+                        &format!(
+                            "orch: cleanup of {}/{} attempt {}",
+                            r.run, r.task, r.attempt
+                        ),
+                    ));
+                }
+                // Someone committed to it while it was judged: it stays.
+                (Some(_), Some(_)) => moved.push(i),
+                _ => {}
+            }
+        }
+        Ok::<_, StoreError>((crate::store::log::Operation { events, refs }, ()))
+    })?;
+    Ok(moved)
 }
 
 /// Cleans one attempt up: decides whether its worktree and branch may go,
-/// then removes the worktree and, in one operation, deletes the branch
-/// (by compare-and-swap from the tip it judged) and records both.
+/// then removes the worktree; the caller records that and deletes the
+/// branch (by compare-and-swap from the tip judged here) with the others
+/// of the same cleanup ([`record_removals`]).
 #[allow(clippy::too_many_arguments)]
 fn clean_attempt(
     store: &Store,
@@ -556,12 +651,13 @@ fn clean_attempt(
             branch: tip.map(|_| a.branch.clone()),
             action: CleanupAction::Kept(r),
             missing: None,
+            removal: None,
         }));
     }
     // Nothing that only this attempt holds is ever deleted, forced or not.
     let mut tips: Vec<crate::store::Oid> = tip.into_iter().collect();
     if present
-        && let Some(head) = worktree_head(&path).and_then(|h| store.parse_oid(&h).ok())
+        && let Some(head) = worktree_head(store, &path)
         && !tips.contains(&head)
     {
         tips.push(head);
@@ -572,6 +668,7 @@ fn clean_attempt(
             branch: tip.map(|_| a.branch.clone()),
             action: CleanupAction::Kept(held.explain(&a.branch)),
             missing: None,
+            removal: None,
         }));
     }
     if tip.is_some()
@@ -588,6 +685,7 @@ fn clean_attempt(
                 other.display()
             )),
             missing: None,
+            removal: None,
         }));
     }
     if filter.dry_run {
@@ -596,57 +694,31 @@ fn clean_attempt(
             branch: tip.map(|_| a.branch.clone()),
             action: CleanupAction::WouldRemove,
             missing,
+            removal: None,
         }));
     }
     if present {
-        store.remove_worktree(&path, forced_past || a.is_open())?;
+        if forced_past {
+            store.remove_worktree(&path, true)?;
+        } else {
+            // Found clean just above (`reason`).
+            store.remove_clean_worktree(&path)?;
+        }
     }
-    let mut kept_branch = None;
-    store.transact(|store| {
-        let mut events = Vec::new();
-        let mut refs = Vec::new();
-        if !a.cleaned {
-            events.push(Event::WorkspaceCleaned {
-                run_id: run.id.clone(),
-                task: task.clone(),
-                attempt: a.n,
-                path: path.to_string_lossy().into_owned(),
-            });
-        }
-        kept_branch = None;
-        let now = store.ref_target(&branch_ref)?;
-        match (tip, now) {
-            (Some(t), Some(n)) if t == n => {
-                events.push(Event::AttemptBranchRemoved {
-                    run_id: run.id.clone(),
-                    task: task.clone(),
-                    attempt: a.n,
-                    branch: a.branch.clone(),
-                    tip: t.to_string(),
-                });
-                refs.push(crate::store::refs::RefUpdate::delete(
-                    &branch_ref,
-                    t,
-                    &format!("orch: cleanup of {}/{task} attempt {}", run.id, a.n),
-                ));
-            }
-            // Someone committed to it while it was judged: it stays.
-            (Some(_), Some(_)) => {
-                kept_branch =
-                    Some("its branch moved while it was cleaned up; run cleanup again".to_owned());
-            }
-            _ => {}
-        }
-        Ok::<_, StoreError>((crate::store::log::Operation { events, refs }, ()))
-    })?;
     Ok(Some(Cleaned {
         worktree: present.then(|| path.clone()),
         branch: tip.map(|_| a.branch.clone()),
-        action: match kept_branch {
-            Some(why) => CleanupAction::Kept(why),
-            None => CleanupAction::Removed,
-        },
+        action: CleanupAction::Removed,
         missing,
+        removal: Some(Removal {
+            run: run.id.clone(),
+            task: task.clone(),
+            attempt: a.n,
+            path,
+            cleaned: a.cleaned,
+            branch: a.branch.clone(),
+            tip,
+        }),
     }))
 }
 

@@ -157,6 +157,10 @@ pub struct RunContext {
     pub base: Oid,
     pub base_tree: Oid,
     pub worktree_root: PathBuf,
+    /// The repository's own hook folder, which every attempt's hooks chain
+    /// to (read once: it is a `git config` call, and a run does not follow
+    /// a change of `core.hooksPath` made while it runs).
+    pub hooks_dir: PathBuf,
     /// The budget in force for this driver (the command's, else the run's).
     pub budget: Option<f64>,
     /// Tasks that must run alone: declared `serial_only`, or forced by a
@@ -816,6 +820,7 @@ fn build_context(
         run,
         base_tree: store.commit_info(base)?.tree,
         worktree_root: worktree_root(store, &settings),
+        hooks_dir: workspace::original_hooks_dir(store)?,
         revision,
         settings,
         run_settings,

@@ -196,9 +196,11 @@ pub fn abandon_unmade(
 /// Writes the attempt's hook folder: a pre-commit hook that refuses staged
 /// paths outside the owned globs, then hands over to the hook that was in
 /// effect before; every other hook of that folder is chained as is.
-/// `exe` is this program, called back as `git-orch hook pre-commit`.
+/// `exe` is this program, called back as `git-orch hook pre-commit`;
+/// `original` is the repository's own hook folder
+/// ([`original_hooks_dir`], read once per run).
 pub fn install_hooks(
-    store: &Store,
+    original: &Path,
     p: &AttemptPaths,
     owned: &[String],
     exe: &Path,
@@ -207,8 +209,7 @@ pub fn install_hooks(
     std::fs::create_dir_all(&p.hooks).map_err(io)?;
     let globs_file = p.hooks.join("owned-globs");
     std::fs::write(&globs_file, owned.join("\n") + "\n").map_err(io)?;
-    let original = original_hooks_dir(store)?;
-    let mut names: Vec<String> = std::fs::read_dir(&original)
+    let mut names: Vec<String> = std::fs::read_dir(original)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -340,7 +341,7 @@ pub fn commit_result(
             }));
         }
     }
-    let commit = match worktree_head(store, worktree) {
+    let commit = match store.worktree_head(worktree) {
         Some(c) => c,
         None => {
             let (c, _) = head_and_tree(&git).map_err(RunError::Commit)?;
@@ -349,25 +350,6 @@ pub fn commit_result(
     };
     let tree = store.commit_info(commit)?.tree;
     Ok((commit, tree))
-}
-
-/// The commit checked out in the linked worktree at `worktree`, read from
-/// its HEAD file (the branch it names, or a detached id) without starting
-/// git; `None` when that cannot be read, and git is asked instead.
-fn worktree_head(store: &Store, worktree: &Path) -> Option<Oid> {
-    let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    let gitdir = PathBuf::from(dot_git.strip_prefix("gitdir:")?.trim());
-    let gitdir = if gitdir.is_absolute() {
-        gitdir
-    } else {
-        worktree.join(gitdir)
-    };
-    let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
-    let head = head.trim();
-    match head.strip_prefix("ref:") {
-        Some(name) => store.ref_target(name.trim()).ok().flatten(),
-        None => store.parse_oid(head).ok(),
-    }
 }
 
 /// The worktree's HEAD commit and its tree, from one `git rev-parse`.
@@ -423,8 +405,8 @@ fn scratch_lock(scratch: &Path) -> PathBuf {
 
 /// Holds a scratch worktree (`.git/orch/scratch/<name>`) for one landing
 /// or one `git orch gate`, and removes it when dropped, however the
-/// landing or gate ends: scratch worktrees never outlive their use. Its
-/// lock tells `git orch cleanup` that the worktree is in use.
+/// landing or gate ends. Its lock tells `git orch cleanup` that the
+/// worktree is in use.
 #[derive(Debug)]
 pub struct ScratchGuard {
     common_dir: PathBuf,
@@ -437,10 +419,7 @@ impl ScratchGuard {
     /// [`prepare_scratch`]).
     pub fn take(common_dir: &Path, path: &Path) -> Result<Self, StoreError> {
         let lock = scratch_lock(path);
-        if let Some(parent) = lock.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
-        }
+        make_parent(&lock)?;
         let guard = crate::store::lock::acquire(
             &lock,
             &format!("using the scratch worktree {}", path.display()),
@@ -461,6 +440,88 @@ impl Drop for ScratchGuard {
         if let Ok(store) = Store::open(&self.common_dir) {
             let _ = remove_scratch(&store, &self.path);
         }
+    }
+}
+
+fn make_parent(path: &Path) -> Result<(), StoreError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+    }
+    Ok(())
+}
+
+/// A merge queue's scratch worktree, kept from one landing to the next:
+/// each landing moves it to its candidate (the files that differ, not a
+/// whole checkout). Its lock is taken at the first landing and held until
+/// the queue (every clone of it) is dropped, at the end of the run or of
+/// `git orch merge`, which removes the worktree: `git orch cleanup` and
+/// `git orch fsck` see it in use meanwhile.
+#[derive(Debug)]
+pub struct KeptScratch {
+    common_dir: PathBuf,
+    path: PathBuf,
+    lock: std::sync::Mutex<Option<crate::store::lock::LockGuard>>,
+}
+
+/// The scratch worktree one landing uses: the queue's kept one, or, while
+/// another process holds that, one of its own, removed when this is
+/// dropped.
+#[derive(Debug)]
+pub struct ScratchUse {
+    pub path: PathBuf,
+    _own: Option<ScratchGuard>,
+}
+
+impl KeptScratch {
+    pub fn new(common_dir: &Path, path: &Path) -> Self {
+        Self {
+            common_dir: common_dir.to_owned(),
+            path: path.to_owned(),
+            lock: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The scratch worktree for one landing of this queue. Landings of one
+    /// queue come one at a time (the queue lock), so the kept worktree is
+    /// never shared within a process; a queue of another process (`git
+    /// orch merge` of a run its driver lands too) gets a worktree named
+    /// after its process instead of waiting for this one.
+    pub fn take(&self) -> Result<ScratchUse, StoreError> {
+        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if held.is_none() {
+            let lock = scratch_lock(&self.path);
+            make_parent(&lock)?;
+            match crate::store::lock::try_acquire(&lock, "landing through this scratch worktree")? {
+                Ok(guard) => *held = Some(guard),
+                Err(_busy) => {
+                    let mut name = self.path.file_name().unwrap_or_default().to_os_string();
+                    name.push(format!("-{}", std::process::id()));
+                    let own = self.path.with_file_name(name);
+                    return Ok(ScratchUse {
+                        _own: Some(ScratchGuard::take(&self.common_dir, &own)?),
+                        path: own,
+                    });
+                }
+            }
+        }
+        Ok(ScratchUse {
+            path: self.path.clone(),
+            _own: None,
+        })
+    }
+}
+
+impl Drop for KeptScratch {
+    fn drop(&mut self) {
+        let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
+        if held.is_some()
+            && let Ok(store) = Store::open(&self.common_dir)
+        {
+            let _ = remove_scratch(&store, &self.path);
+        }
+        // The lock goes after the worktree.
+        held.take();
     }
 }
 

@@ -171,13 +171,38 @@ impl Store {
     /// an agent merged included), oldest first: the steps by which the
     /// attempt's history got from `base` to `tip`.
     pub fn commit_steps(&self, base: Oid, tip: Oid) -> Result<Vec<CommitStep>> {
-        let listed = self
-            .git()
-            .run(["rev-list", "--reverse", &format!("{base}..{tip}")])?;
-        let mut out = Vec::new();
-        for line in listed.lines() {
-            let commit = self.parse_oid(line.trim())?;
+        // In process (a walk with `base` hidden, what `git rev-list
+        // base..tip` lists), then ordered parents first by a depth-first
+        // walk from the tip, so a linear history comes out oldest first.
+        let only: std::collections::HashSet<Oid> =
+            self.commits_only_in(&[tip], &[base])?.into_iter().collect();
+        let mut infos = std::collections::HashMap::new();
+        let mut ordered = Vec::with_capacity(only.len());
+        let mut done = std::collections::HashSet::new();
+        // (commit, whether its parents were pushed already)
+        let mut stack = vec![(tip, false)];
+        while let Some((commit, expanded)) = stack.pop() {
+            if !only.contains(&commit) || (done.contains(&commit) && !expanded) {
+                continue;
+            }
+            if expanded {
+                if done.insert(commit) {
+                    ordered.push(commit);
+                }
+                continue;
+            }
             let info = self.commit_info(commit)?;
+            stack.push((commit, true));
+            for p in info.parents.iter().rev() {
+                if !done.contains(p) {
+                    stack.push((*p, false));
+                }
+            }
+            infos.insert(commit, info);
+        }
+        let mut out = Vec::with_capacity(ordered.len());
+        for commit in ordered {
+            let info = &infos[&commit];
             let parent_tree = match info.parents.first() {
                 Some(p) => self.commit_info(*p)?.tree,
                 None => self.write_empty_tree()?,

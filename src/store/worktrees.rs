@@ -202,6 +202,26 @@ impl Store {
         Ok(())
     }
 
+    /// Removes the linked worktree at `path`, which [`Store::is_dirty`] has
+    /// just found clean, without starting git: its folder, then git's
+    /// record of it (what `git worktree remove` does after repeating that
+    /// check). A worktree that is locked or has a `.gitmodules` goes
+    /// through `git worktree remove` instead, which refuses the first and
+    /// checks the submodules of the second itself.
+    pub fn remove_clean_worktree(&self, path: &Path) -> Result<()> {
+        let admin = std::fs::read_to_string(path.join(".git"))
+            .ok()
+            .and_then(|s| s.strip_prefix("gitdir:").map(|g| g.trim().to_owned()))
+            .map(|g| path.join(g));
+        let locked = admin.as_ref().is_none_or(|a| a.join("locked").exists());
+        if locked || path.join(".gitmodules").exists() {
+            return self.remove_worktree(path, false);
+        }
+        std::fs::remove_dir_all(path)
+            .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
+        self.forget_worktree(path)
+    }
+
     /// `git worktree prune`: forget worktrees whose folders are gone.
     pub fn prune_worktrees(&self) -> Result<()> {
         // A worktree being added has its record before its folder: prune
@@ -253,12 +273,34 @@ impl Store {
     /// Whether the working tree at `dir` has uncommitted changes or
     /// untracked files (ignored files do not count).
     pub fn is_dirty(&self, dir: &Path) -> Result<bool> {
+        // What `git worktree remove` checks before it removes one.
         let out = crate::process::Git::new(dir).run([
             "status",
             "--porcelain",
             "--untracked-files=normal",
+            "--ignore-submodules=none",
         ])?;
         Ok(!out.trim().is_empty())
+    }
+
+    /// The commit checked out in the linked worktree at `worktree`, read
+    /// from its HEAD file (the branch it names, or a detached id) without
+    /// starting git; `None` when that cannot be read (an unborn branch, a
+    /// folder that is no worktree).
+    pub fn worktree_head(&self, worktree: &Path) -> Option<super::Oid> {
+        let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
+        let gitdir = std::path::PathBuf::from(dot_git.strip_prefix("gitdir:")?.trim());
+        let gitdir = if gitdir.is_absolute() {
+            gitdir
+        } else {
+            worktree.join(gitdir)
+        };
+        let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
+        let head = head.trim();
+        match head.strip_prefix("ref:") {
+            Some(name) => self.ref_target(name.trim()).ok().flatten(),
+            None => self.parse_oid(head).ok(),
+        }
     }
 
     /// The branch checked out in the working tree at `dir`, if any.
