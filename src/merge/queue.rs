@@ -61,12 +61,9 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Store) -> Result<T, MergeError> + Send + 'static,
 ) -> Result<T, MergeError> {
     let dir = dir.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let store = Store::open(&dir)?;
-        f(&store)
-    })
-    .await
-    .expect("merge steps do not panic")
+    tokio::task::spawn_blocking(move || Store::with_reused(&dir, f)?)
+        .await
+        .expect("merge steps do not panic")
 }
 
 /// Plan order with dependencies first (Kahn; plan order breaks ties).

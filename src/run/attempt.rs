@@ -119,12 +119,9 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Store) -> Result<T, RunError> + Send + 'static,
 ) -> Result<T, RunError> {
     let dir = ctx.common_dir.clone();
-    tokio::task::spawn_blocking(move || {
-        let store = Store::open(&dir)?;
-        f(&store)
-    })
-    .await
-    .expect("attempt steps do not panic")
+    tokio::task::spawn_blocking(move || Store::with_reused(&dir, f)?)
+        .await
+        .expect("attempt steps do not panic")
 }
 
 /// Reaches the failpoint `name` (see [`crate::failpoint`]) on a blocking

@@ -195,6 +195,29 @@ impl Store {
         Self::from_repo(repo)
     }
 
+    /// Runs `f` on a store of the repository at `path` that this thread
+    /// opened before, or opens one (and keeps it for the thread's next
+    /// call). For the short steps a driver runs on tokio's blocking
+    /// threads: opening a repository reads its config and maps its pack
+    /// indexes again, which cost more than many of the steps themselves.
+    /// A kept store sees every ref and object written since (gix reads
+    /// loose refs and objects from disk and looks for new packs on a
+    /// miss); only configuration is as it was when it was opened.
+    pub fn with_reused<T>(path: &Path, f: impl FnOnce(&Store) -> T) -> Result<T, StoreError> {
+        thread_local! {
+            static KEPT: std::cell::RefCell<Option<Store>> = const { std::cell::RefCell::new(None) };
+        }
+        // Taken out while `f` runs, so a nested call opens its own.
+        let kept = KEPT.with(|k| k.borrow_mut().take());
+        let store = match kept {
+            Some(s) if s.common_dir == path => s,
+            _ => Store::open(path)?,
+        };
+        let out = f(&store);
+        KEPT.with(|k| *k.borrow_mut() = Some(store));
+        Ok(out)
+    }
+
     fn from_repo(mut repo: gix::Repository) -> Result<Self, StoreError> {
         debug_assert!(OVERRIDES[0].ends_with(ORCH_NAME) && OVERRIDES[1].ends_with(ORCH_EMAIL));
         let common_dir = repo.common_dir().to_owned();
