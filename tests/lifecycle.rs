@@ -398,3 +398,62 @@ fn cleanup_landed_removes_only_landed_attempts_when_the_run_ends() {
     let (code, report) = fsck_report(&sb, &p.repo);
     assert_eq!(code, Some(0), "{report:#}");
 }
+
+#[test]
+fn a_landed_attempt_is_cleaned_up_while_the_run_goes_on() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    // b works until the test puts `src/b/go` in its worktree.
+    p.script(
+        "b",
+        "run sh -c \"while [ ! -e src/b/go ]; do sleep 0.02; done\"\nwrite src/b/done yes\n",
+    );
+    let mut run = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake", "--cap", "2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run");
+    let attempt_worktrees = |sb: &Sandbox| -> Vec<PathBuf> {
+        worktrees(sb, &p.repo)
+            .into_iter()
+            .filter(|w| w.starts_with(root_of(&p.repo)))
+            .collect()
+    };
+    // a lands while b still works, and its branch and worktree go then,
+    // not when the run ends.
+    wait_until(
+        "a's branch and worktree to go while b works",
+        std::time::Duration::from_secs(60),
+        || {
+            let branches = attempt_branches(&sb, &p.repo);
+            let trees = attempt_worktrees(&sb);
+            branches.len() == 1
+                && branches[0].contains("/b/")
+                && trees.len() == 1
+                && trees[0].ends_with("b-1")
+        },
+    );
+    assert!(run.try_wait().expect("wait").is_none(), "the run goes on");
+    let cleaned: Vec<_> = events(&sb, &p.repo)
+        .into_iter()
+        .filter(|e| e["type"] == "landed" || e["type"] == "workspace_cleaned")
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["type"].as_str().unwrap_or(""),
+                e["task"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    assert_eq!(cleaned, ["landed a", "workspace_cleaned a"]);
+    let b = attempt_worktrees(&sb).remove(0);
+    std::fs::write(b.join("src/b/go"), "").expect("let b finish");
+    assert_eq!(run.wait().expect("run").code(), Some(0));
+    assert_eq!(attempt_branches(&sb, &p.repo), Vec::<String>::new());
+    assert_eq!(worktrees(&sb, &p.repo), vec![p.repo.clone()]);
+    let (code, report) = fsck_report(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}

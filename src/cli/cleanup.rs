@@ -19,8 +19,8 @@ use crate::run::control::{CleanupAction, CleanupFilter};
 /// Also removes scratch worktrees a crashed landing or gate left under
 /// .git/orch/scratch/, records worktrees whose folder is gone, removes
 /// empty run folders, reports folders no record points to, and runs
-/// `git worktree prune`. Runs do this themselves when they end (see
-/// `[orch] cleanup`).
+/// `git worktree prune`. Runs do this themselves (see `[orch] cleanup`):
+/// for a landed attempt as soon as it lands, for the rest when they end.
 #[derive(Debug, Args)]
 pub struct CleanupArgs {
     /// Only attempts of this run.
@@ -53,6 +53,7 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
         landed_only: false,
         force: args.force,
         dry_run: args.dry_run,
+        skip_prune: false,
     };
     // Cleanup looks at every run this clone took part in.
     let runs = crate::state::StateIndex::open(&store)?.all_runs()?;

@@ -154,25 +154,26 @@ pub async fn evaluate(
             .cloned()
             .collect();
         tokio::task::spawn_blocking(move || -> Result<(Vec<Verdict>, String), StoreError> {
-            let store = Store::open(&dir)?;
-            let mut changes = Changes::read(&store, base, result, &steps)?;
-            changes.every_commit = every_commit;
-            let verdicts = builtin_defs
-                .iter()
-                .map(|d| {
-                    if d.mode == GateMode::Skip {
-                        skipped(d, "mode skip")
-                    } else {
-                        builtin::evaluate(d, &changes, &owned)
-                    }
-                })
-                .collect();
-            let diff = if want_diff {
-                diff_text(&store, &changes)?
-            } else {
-                String::new()
-            };
-            Ok((verdicts, diff))
+            Store::with_reused(&dir, |store| {
+                let mut changes = Changes::read(store, base, result, &steps)?;
+                changes.every_commit = every_commit;
+                let verdicts = builtin_defs
+                    .iter()
+                    .map(|d| {
+                        if d.mode == GateMode::Skip {
+                            skipped(d, "mode skip")
+                        } else {
+                            builtin::evaluate(d, &changes, &owned)
+                        }
+                    })
+                    .collect();
+                let diff = if want_diff {
+                    diff_text(store, &changes)?
+                } else {
+                    String::new()
+                };
+                Ok((verdicts, diff))
+            })?
         })
         .await
         .expect("the gate thread does not panic")?

@@ -125,6 +125,9 @@ pub struct CleanupFilter {
     pub landed_only: bool,
     pub force: bool,
     pub dry_run: bool,
+    /// Leave `git worktree prune` out (a cleanup of one attempt, which
+    /// forgets the worktree it removes itself).
+    pub skip_prune: bool,
 }
 
 /// What cleanup did or would do with one attempt or scratch worktree.
@@ -501,7 +504,7 @@ pub fn cleanup(
             report.empty_folders.push(root);
         }
     }
-    if !filter.dry_run {
+    if !filter.dry_run && !filter.skip_prune {
         store.prune_worktrees()?;
     }
     Ok(report)

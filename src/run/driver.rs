@@ -78,7 +78,7 @@ pub async fn drive(
             driver.dispatch(&run)?;
         }
         driver.start_landing(&run);
-        if driver.live.is_empty() && driver.landings.is_empty() {
+        if driver.live.is_empty() && driver.landings.is_empty() && driver.cleanups.is_empty() {
             if let Some(outcome) = driver.stop.take() {
                 return Ok(outcome);
             }
@@ -118,6 +118,9 @@ struct Driver<'p> {
     /// Which attempt each tokio task runs, to name a panic.
     tasks: HashMap<tokio::task::Id, (TaskId, u32)>,
     landings: JoinSet<Result<LandReport, String>>,
+    /// Landed attempts' worktrees and branches being removed (`[orch]
+    /// cleanup`), while the run goes on.
+    cleanups: JoinSet<()>,
     stop: Option<DriveOutcome>,
     /// Attempts in a row whose task panicked: a bug that repeats stops
     /// the run like the circuit breaker, even before anything is recorded.
@@ -168,6 +171,7 @@ impl<'p> Driver<'p> {
             running: JoinSet::new(),
             tasks: HashMap::new(),
             landings: JoinSet::new(),
+            cleanups: JoinSet::new(),
             stop: None,
             panics: 0,
             shown_landed: BTreeSet::new(),
@@ -419,6 +423,7 @@ impl<'p> Driver<'p> {
             Some(done) = self.landings.join_next(), if !self.landings.is_empty() => {
                 self.landing_ended(done)?;
             }
+            Some(_) = self.cleanups.join_next(), if !self.cleanups.is_empty() => {}
             _ = tokio::signal::ctrl_c() => self.interrupt()?,
             _ = sigterm.recv() => self.interrupt()?,
             _ = tokio::time::sleep(Duration::from_millis(1000)) => {}
@@ -503,12 +508,19 @@ impl<'p> Driver<'p> {
             Ok(Err(e)) => return Err(RunError::Merge(e)),
             Err(e) => return Err(RunError::Merge(panic_message(e))),
         };
+        let mut landed = Vec::new();
         for a in report.landed {
-            if let Some(task) = a.rsplit_once('/').and_then(|(t, _)| TaskId::new(t).ok()) {
-                self.shown_landed.insert(task);
+            if let Some((task, n)) = a.rsplit_once('/')
+                && let Ok(task) = TaskId::new(task)
+            {
+                self.shown_landed.insert(task.clone());
+                if let Ok(n) = n.parse::<u32>() {
+                    landed.push((task, n));
+                }
             }
             (self.progress)(Progress::Landed(a));
         }
+        self.clean_landed(landed);
         for (attempt, reason) in report.failed {
             (self.progress)(Progress::LandingFailed { attempt, reason });
         }
@@ -524,6 +536,36 @@ impl<'p> Driver<'p> {
             }
         }
         Ok(())
+    }
+
+    /// Removes the worktrees and branches of attempts that just landed, by
+    /// `[orch] cleanup` and the cleanup rules, while the run goes on (they
+    /// are not needed again; the rest go when the run ends). Best effort:
+    /// what is left, the run's end or `git orch cleanup` removes.
+    fn clean_landed(&mut self, landed: Vec<(TaskId, u32)>) {
+        if landed.is_empty() || self.ctx.settings.cleanup == crate::config::CleanupPolicy::Never {
+            return;
+        }
+        let ctx = self.ctx.clone();
+        self.cleanups.spawn_blocking(move || {
+            let _ = Store::with_reused(&ctx.common_dir, |store| {
+                let runs = ctx
+                    .state
+                    .read(store, |index| index.states(vec![ctx.run.clone()]))?;
+                for (task, n) in landed {
+                    let filter = super::control::CleanupFilter {
+                        run: Some(ctx.run.clone()),
+                        task: Some(task),
+                        attempt: Some(n),
+                        landed_only: true,
+                        skip_prune: true,
+                        ..Default::default()
+                    };
+                    super::control::cleanup(store, &runs, &filter, &|_| false)?;
+                }
+                Ok::<_, RunError>(())
+            });
+        });
     }
 
     /// Whether `task` depends on a landing the log has and the watcher was
