@@ -4,8 +4,10 @@
 //! For logs of about 1k, 10k and 100k events (`ORCH_GROWTH_SIZES` to
 //! change), a clone is given a history of finished runs written in exactly
 //! git-orch's own log format (one operation per commit, as real runs write
-//! them: one event per commit, except an attempt's verdicts with its end
-//! and a landing with its keep update), packed as `git gc` /
+//! them: an agent's end with its result commit, an attempt's verdicts with
+//! its end, a landing's passing integration verdict with its record and
+//! keep update, a landed attempt's cleanup records together, every other
+//! event alone), packed as `git gc` /
 //! `git maintenance` leave a long-lived repository, and two bare remotes
 //! get all of it: `origin`, and `hooked` with the server's pre-receive
 //! hook. Then, in rounds (`ORCH_GROWTH_ROUNDS`, default 5), each round
@@ -87,7 +89,8 @@ fn verdict(gate: &str, command: Option<&str>) -> Verdict {
 
 /// The operations (each one commit) of one finished run of the history
 /// plan: every task dispatched, agent, result, five verdicts with the
-/// end, an integration verdict and a landing.
+/// end, an integration verdict and a landing, the landed attempt's
+/// cleanup.
 fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
     let run = RunId::new(format!("history-{k:06x}")).expect("run id");
     let mut ops = vec![vec![Event::RunStarted {
@@ -145,32 +148,35 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             pgid: 5000 + t as u32,
             sandbox: None,
         }]);
-        ops.push(vec![Event::AgentFinished {
-            run_id: run.clone(),
-            task: task.clone(),
-            attempt: 1,
-            exit: Some(0),
-            signal: None,
-            timed_out: false,
-            duration_ms: 41_000,
-            usage: AgentUsage {
-                input_tokens: 21_000,
-                output_tokens: 3_400,
-                cost_usd: Some(0.0842),
-                ..Default::default()
+        // The agent's end and the result commit share an append.
+        ops.push(vec![
+            Event::AgentFinished {
+                run_id: run.clone(),
+                task: task.clone(),
+                attempt: 1,
+                exit: Some(0),
+                signal: None,
+                timed_out: false,
+                duration_ms: 41_000,
+                usage: AgentUsage {
+                    input_tokens: 21_000,
+                    output_tokens: 3_400,
+                    cost_usd: Some(0.0842),
+                    ..Default::default()
+                },
+                unavailable: None,
+                tail: "Edited 3 files; all tests pass.\n".repeat(6),
+                cause: None,
             },
-            unavailable: None,
-            tail: "Edited 3 files; all tests pass.\n".repeat(6),
-            cause: None,
-        }]);
-        ops.push(vec![Event::AttemptResult {
-            run_id: run.clone(),
-            task: task.clone(),
-            attempt: 1,
-            commit: id("commit"),
-            tree: id("tree"),
-            changed: 3,
-        }]);
+            Event::AttemptResult {
+                run_id: run.clone(),
+                task: task.clone(),
+                attempt: 1,
+                commit: id("commit"),
+                tree: id("tree"),
+                changed: 3,
+            },
+        ]);
         let mut end: Vec<Event> = [
             ("diff", None),
             ("scope", None),
@@ -195,23 +201,42 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
         });
         ops.push(end);
         let candidate = id("candidate");
-        ops.push(vec![Event::IntegrationVerdict {
-            run_id: run.clone(),
-            candidate: candidate.clone(),
-            tree: id("ctree"),
-            attempts: vec![format!("{task}/1")],
-            verdict: verdict("integration", Some("cargo test -q")),
-        }]);
-        ops.push(vec![Event::Landed {
-            run_id: run.clone(),
-            task: task.clone(),
-            attempt: 1,
-            target: "history".into(),
-            old: old.clone(),
-            new: candidate.clone(),
-            strategy: "rebase".into(),
-            commits: vec![candidate.clone()],
-        }]);
+        // A landing's passing verdict is recorded with it; the landed
+        // attempt's cleanup follows.
+        ops.push(vec![
+            Event::IntegrationVerdict {
+                run_id: run.clone(),
+                candidate: candidate.clone(),
+                tree: id("ctree"),
+                attempts: vec![format!("{task}/1")],
+                verdict: verdict("integration", Some("cargo test -q")),
+            },
+            Event::Landed {
+                run_id: run.clone(),
+                task: task.clone(),
+                attempt: 1,
+                target: "history".into(),
+                old: old.clone(),
+                new: candidate.clone(),
+                strategy: "rebase".into(),
+                commits: vec![candidate.clone()],
+            },
+        ]);
+        ops.push(vec![
+            Event::WorkspaceCleaned {
+                run_id: run.clone(),
+                task: task.clone(),
+                attempt: 1,
+                path: format!("/work/proj.orch/{run}/{task}-1"),
+            },
+            Event::AttemptBranchRemoved {
+                run_id: run.clone(),
+                task: task.clone(),
+                attempt: 1,
+                branch: format!("orch/{run}/{task}/attempt-1"),
+                tip: id("commit"),
+            },
+        ]);
         old = candidate;
     }
     ops.push(vec![Event::RunFinished {

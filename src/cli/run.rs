@@ -262,7 +262,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     // Events go to the renderer; whenever one changes a task's state, the
     // rows are taken from the log again (the budget decides whether a
     // failed attempt means retrying or failed, which the event cannot say).
-    let model_store = std::sync::Mutex::new(open_store(&cli.directory)?);
+    // Sharing the driver's object database: a long history's pack index
+    // is mapped once in this process, not once per store.
+    let model_store = std::sync::Mutex::new(crate::store::Store::open_shared(store.common_dir())?);
     let on_event = |p: Progress| {
         let reseed_now = changes_state(&p);
         renderer.handle(p);

@@ -141,7 +141,7 @@ impl<'p> Driver<'p> {
         progress: &'p (dyn Fn(Progress) + Sync),
         lander: Lander,
     ) -> Result<Self, RunError> {
-        let store = Store::open(&ctx.common_dir)?;
+        let store = Store::open_shared(&ctx.common_dir)?;
         let lock_path = super::driver_lock_path(&store, &ctx.run);
         let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
             Ok(g) => g,

@@ -161,6 +161,8 @@ impl Value {
     }
 }
 
+/// Catalog shards kept in memory at most (beyond those not written yet).
+const LOADED_SHARDS: usize = 8;
 /// Catalog shards.
 const SHARDS: usize = 256;
 
@@ -496,7 +498,17 @@ impl StateIndex {
     fn catalog_get(&mut self, key: &str) -> Result<Option<Value>, StoreError> {
         let n = shard_of(key);
         self.load_shard(n)?;
-        Ok(self.shards[&n].get(key).cloned())
+        let found = self.shards[&n].get(key).cloned();
+        // A long-lived reader (a run's driver) would otherwise end up with
+        // every shard in memory. One on disk is its file plus what is
+        // pending, so it can always be read again; only shards not written
+        // yet must stay.
+        if self.shards.len() > LOADED_SHARDS {
+            let written = &self.file.shards;
+            self.shards
+                .retain(|m, _| *m == n || !written.contains_key(m));
+        }
+        Ok(found)
     }
 
     fn load_shard(&mut self, n: usize) -> Result<(), StoreError> {
@@ -902,4 +914,69 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     std::io::Write::write_all(&mut tmp, bytes).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(run: &RunId, i: usize) -> Event {
+        Event::AttemptResult {
+            run_id: run.clone(),
+            task: crate::ids::TaskId::new(format!("t{i}")).expect("task id"),
+            attempt: 1,
+            commit: format!("{i:040x}"),
+            tree: format!("{:040x}", i + 1_000_000),
+            changed: 1,
+        }
+    }
+
+    /// A reader that looks up many keys keeps a bounded number of catalog
+    /// shards in memory, and every lookup still finds what the shards on
+    /// disk and the entries not folded into them yet hold.
+    #[test]
+    fn lookups_across_many_shards_keep_few_in_memory_and_find_everything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        crate::process::Git::new(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .run(["init", "-q"])
+            .expect("git init");
+        let store = Store::open(dir.path()).expect("open");
+        let run = RunId::new("proj-abc123").expect("run id");
+        // Written to shards on disk (a full build), then more pending.
+        store
+            .append((0..300).map(|i| result(&run, i)).collect())
+            .expect("append");
+        let mut index = StateIndex::open(&store).expect("index");
+        index.save().expect("save");
+        store
+            .append((300..340).map(|i| result(&run, i)).collect())
+            .expect("append");
+        let mut index = StateIndex::open(&store).expect("index");
+        for i in 0..340 {
+            let tree = format!("{:040x}", i + 1_000_000);
+            assert_eq!(
+                index.runs_with_tree(&tree).expect("lookup"),
+                vec![run.clone()],
+                "tree {i}"
+            );
+            let unwritten = index
+                .shards
+                .keys()
+                .filter(|n| !index.file.shards.contains_key(n))
+                .count();
+            assert!(
+                index.shards.len() <= LOADED_SHARDS + 1 + unwritten,
+                "{} shards in memory",
+                index.shards.len()
+            );
+        }
+        assert!(
+            index
+                .runs_with_tree(&"f".repeat(40))
+                .expect("lookup")
+                .is_empty()
+        );
+    }
 }

@@ -195,6 +195,22 @@ impl Store {
         Self::from_repo(repo)
     }
 
+    /// Opens the repository at `path` as [`Store::open`] does, sharing one
+    /// object database (its mapped pack indexes and packs) with every store
+    /// this process opened the same way: several threads' stores then map
+    /// a large history's packs once, not once each.
+    pub fn open_shared(path: &Path) -> Result<Self, StoreError> {
+        static SHARED: std::sync::Mutex<Vec<(PathBuf, gix::ThreadSafeRepository)>> =
+            std::sync::Mutex::new(Vec::new());
+        let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, ts)) = shared.iter().find(|(p, _)| p == path) {
+            return Self::from_repo(ts.to_thread_local());
+        }
+        let store = Self::open(path)?;
+        shared.push((path.to_owned(), store.repo.clone().into_sync()));
+        Ok(store)
+    }
+
     /// Runs `f` on a store of the repository at `path` that this thread
     /// opened before, or opens one (and keeps it for the thread's next
     /// call). For the short steps a driver runs on tokio's blocking
@@ -211,7 +227,7 @@ impl Store {
         let kept = KEPT.with(|k| k.borrow_mut().take());
         let store = match kept {
             Some(s) if s.common_dir == path => s,
-            _ => Store::open(path)?,
+            _ => Store::open_shared(path)?,
         };
         let out = f(&store);
         KEPT.with(|k| *k.borrow_mut() = Some(store));
@@ -231,7 +247,7 @@ impl Store {
         }
         // Enough for the trees and commits an append or a read touches
         // again; a driver holds one handle per live attempt.
-        repo.object_cache_size_if_unset(1024 * 1024);
+        repo.object_cache_size_if_unset(256 * 1024);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Self {
             repo,
