@@ -56,6 +56,14 @@ pub struct Queue {
     pub scratch: std::sync::Arc<crate::run::workspace::KeptScratch>,
 }
 
+/// The scratch worktree a landing gates its candidates in, and the commit
+/// it was put at already, if any.
+#[derive(Clone, Copy)]
+struct Scratch<'a> {
+    path: &'a Path,
+    at: Option<Oid>,
+}
+
 async fn blocking<T: Send + 'static>(
     dir: &Path,
     f: impl FnOnce(&Store) -> Result<T, MergeError> + Send + 'static,
@@ -296,14 +304,28 @@ impl Queue {
             }
             // Landing all of it would change files someone edits in a
             // checkout of the target: refuse before spending a gate run.
+            // The scratch worktree is moved to the candidate meanwhile.
             let top = stack.last().expect("not empty").1;
-            if let Some(why) = self.in_the_way(tip, top).await? {
+            let (in_the_way, ready) =
+                tokio::join!(self.in_the_way(tip, top), self.prepare(scratch, top));
+            if let Some(why) = in_the_way? {
                 report.refused = Some(why);
                 return Ok(());
             }
+            ready?;
             // Gate the top; on failure, bisect for the largest good prefix.
             let (pass, failing) = self
-                .gate(&stack, stack.len(), scratch, cancel, report, passed)
+                .gate(
+                    &stack,
+                    stack.len(),
+                    Scratch {
+                        path: scratch,
+                        at: Some(top),
+                    },
+                    cancel,
+                    report,
+                    passed,
+                )
                 .await?;
             let (good, culprit) = if pass {
                 (stack.len(), None)
@@ -314,7 +336,17 @@ impl Queue {
                 while hi - lo > 1 {
                     let mid = (lo + hi) / 2;
                     let (ok, f) = self
-                        .gate(&stack, mid, scratch, cancel, report, passed)
+                        .gate(
+                            &stack,
+                            mid,
+                            Scratch {
+                                path: scratch,
+                                at: None,
+                            },
+                            cancel,
+                            report,
+                            passed,
+                        )
                         .await?;
                     if ok {
                         lo = mid;
@@ -380,6 +412,16 @@ impl Queue {
 
     /// Why moving the target from `old` to `new` would touch files a
     /// person changed in a checkout of it, as a refusal message.
+    /// Puts the scratch worktree at `commit`.
+    async fn prepare(&self, scratch: &Path, commit: Oid) -> Result<(), MergeError> {
+        let scratch = scratch.to_owned();
+        blocking(&self.common_dir, move |store| {
+            crate::run::workspace::prepare_scratch(store, &scratch, commit)
+                .map_err(MergeError::Scratch)
+        })
+        .await
+    }
+
     async fn in_the_way(&self, old: Oid, new: Oid) -> Result<Option<String>, MergeError> {
         let target_ref = self.target_ref();
         blocking(&self.common_dir, move |store| {
@@ -473,7 +515,7 @@ impl Queue {
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
-        scratch: &Path,
+        scratch: Scratch<'_>,
         cancel: &CancellationToken,
         report: &mut LandReport,
         passed: &mut Vec<Event>,
@@ -482,15 +524,17 @@ impl Queue {
         let entries: Vec<&Entry> = stack[..k].iter().map(|(e, _, _)| e).collect();
         let defs = self.integration_gates(&entries);
         let labels: Vec<String> = entries.iter().map(|e| e.label()).collect();
-        let scratch = scratch.to_owned();
+        let (scratch, prepared) = (scratch.path.to_owned(), scratch.at);
         let (tree, cache) = {
             let s = scratch.clone();
             let state = self.state.clone();
             blocking(&self.common_dir, move |store| {
                 let tree = store.commit_info(candidate)?.tree;
                 let cache = state.read(store, |index| index.verdicts_for(&tree.to_string()))?;
-                crate::run::workspace::prepare_scratch(store, &s, candidate)
-                    .map_err(MergeError::Scratch)?;
+                if prepared != Some(candidate) {
+                    crate::run::workspace::prepare_scratch(store, &s, candidate)
+                        .map_err(MergeError::Scratch)?;
+                }
                 Ok((tree, cache))
             })
             .await?
