@@ -162,7 +162,7 @@ impl Value {
 }
 
 /// Catalog shards kept in memory at most (beyond those not written yet).
-const LOADED_SHARDS: usize = 8;
+const LOADED_SHARDS: usize = 4;
 /// Catalog shards.
 const SHARDS: usize = 256;
 

@@ -247,7 +247,7 @@ impl Store {
         }
         // Enough for the trees and commits an append or a read touches
         // again; a driver holds one handle per live attempt.
-        repo.object_cache_size_if_unset(256 * 1024);
+        repo.object_cache_size_if_unset(128 * 1024);
         let workdir = repo.workdir().map(Path::to_owned);
         Ok(Self {
             repo,
