@@ -410,8 +410,6 @@ impl Queue {
         .await
     }
 
-    /// Why moving the target from `old` to `new` would touch files a
-    /// person changed in a checkout of it, as a refusal message.
     /// Puts the scratch worktree at `commit`.
     async fn prepare(&self, scratch: &Path, commit: Oid) -> Result<(), MergeError> {
         let scratch = scratch.to_owned();
@@ -422,6 +420,8 @@ impl Queue {
         .await
     }
 
+    /// Why moving the target from `old` to `new` would touch files a
+    /// person changed in a checkout of it, as a refusal message.
     async fn in_the_way(&self, old: Oid, new: Oid) -> Result<Option<String>, MergeError> {
         let target_ref = self.target_ref();
         blocking(&self.common_dir, move |store| {
@@ -508,9 +508,9 @@ impl Queue {
     }
 
     /// Gates the candidate of the first `k` stack entries. Returns whether
-    /// it passed and the failing verdicts.
-    /// A passing candidate's verdicts go to `passed`, to be recorded with
-    /// its landing; a failing one's are recorded at once.
+    /// it passed and the failing verdicts. A passing candidate's verdicts
+    /// go to `passed`, to be recorded with its landing; a failing one's are
+    /// recorded at once.
     async fn gate(
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],

@@ -937,12 +937,7 @@ mod tests {
     #[test]
     fn lookups_across_many_shards_keep_few_in_memory_and_find_everything() {
         let dir = tempfile::tempdir().expect("tempdir");
-        crate::process::Git::new(dir.path())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .run(["init", "-q"])
-            .expect("git init");
-        let store = Store::open(dir.path()).expect("open");
+        let store = Store::init_for_tests(dir.path());
         let run = RunId::new("proj-abc123").expect("run id");
         // Written to shards on disk (a full build), then more pending.
         store

@@ -759,12 +759,7 @@ mod tests {
     #[test]
     fn writer_id_made_by_another_process_is_seen() {
         let dir = tempfile::tempdir().expect("tempdir");
-        crate::process::Git::new(dir.path())
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .run(["init", "-q"])
-            .expect("git init");
-        let early = Store::open(dir.path()).expect("open");
+        let early = Store::init_for_tests(dir.path());
         assert_eq!(early.writer_id().expect("read"), None);
         let other = Store::open(dir.path()).expect("open");
         let made = other.writer().expect("make writer id");

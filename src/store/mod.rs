@@ -211,6 +211,18 @@ impl Store {
         Ok(store)
     }
 
+    /// A new empty repository in `dir` (`git init`, the machine's git
+    /// configuration left out), opened: for unit tests.
+    #[cfg(test)]
+    pub(crate) fn init_for_tests(dir: &Path) -> Self {
+        crate::process::Git::new(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .run(["init", "-q"])
+            .expect("git init");
+        Self::open(dir).expect("open")
+    }
+
     /// Runs `f` on a store of the repository at `path` that this thread
     /// opened before, or opens one (and keeps it for the thread's next
     /// call). For the short steps a driver runs on tokio's blocking

@@ -209,11 +209,7 @@ impl Store {
     /// through `git worktree remove` instead, which refuses the first and
     /// checks the submodules of the second itself.
     pub fn remove_clean_worktree(&self, path: &Path) -> Result<()> {
-        let admin = std::fs::read_to_string(path.join(".git"))
-            .ok()
-            .and_then(|s| s.strip_prefix("gitdir:").map(|g| g.trim().to_owned()))
-            .map(|g| path.join(g));
-        let locked = admin.as_ref().is_none_or(|a| a.join("locked").exists());
+        let locked = linked_git_dir(path).is_none_or(|a| a.join("locked").exists());
         if locked || path.join(".gitmodules").exists() {
             return self.remove_worktree(path, false);
         }
@@ -288,14 +284,7 @@ impl Store {
     /// starting git; `None` when that cannot be read (an unborn branch, a
     /// folder that is no worktree).
     pub fn worktree_head(&self, worktree: &Path) -> Option<super::Oid> {
-        let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
-        let gitdir = std::path::PathBuf::from(dot_git.strip_prefix("gitdir:")?.trim());
-        let gitdir = if gitdir.is_absolute() {
-            gitdir
-        } else {
-            worktree.join(gitdir)
-        };
-        let head = std::fs::read_to_string(gitdir.join("HEAD")).ok()?;
+        let head = std::fs::read_to_string(linked_git_dir(worktree)?.join("HEAD")).ok()?;
         let head = head.trim();
         match head.strip_prefix("ref:") {
             Some(name) => self.ref_target(name.trim()).ok().flatten(),
@@ -309,4 +298,14 @@ impl Store {
         let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         Ok((out.status.success() && !s.is_empty()).then_some(s))
     }
+}
+
+/// The git dir of the linked worktree at `worktree` (its record under
+/// `.git/worktrees/`), from the `gitdir:` line of its `.git` file; `None`
+/// for a folder that is no linked worktree.
+fn linked_git_dir(worktree: &Path) -> Option<std::path::PathBuf> {
+    let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
+    // A relative path is relative to the worktree; `join` keeps an
+    // absolute one as it is.
+    Some(worktree.join(dot_git.strip_prefix("gitdir:")?.trim()))
 }
