@@ -178,9 +178,7 @@ fn main() {
                 candidate: None,
             };
             git_orch::run::workspace::create(&store, &ctx, &p, &new).expect("create");
-            store
-                .add_worktree(&p.worktree, &p.branch_ref)
-                .expect("worktree");
+            git_orch::run::workspace::make_worktree(&store, &p, ctx.base).expect("worktree");
             git_orch::run::workspace::install_hooks(
                 &ctx.hooks_dir,
                 &p,

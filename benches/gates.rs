@@ -98,6 +98,7 @@ fn main() {
     std::fs::write(repo.join("src/a.rs"), "fn a() { let x = 1; }\n").expect("file");
     git(&repo, &["commit", "-q", "-am", "change"]);
     let result = git(&repo, &["rev-parse", "HEAD^{tree}"]);
+    let result_commit = git(&repo, &["rev-parse", "HEAD"]);
     let store = Store::open(&repo).expect("store");
     let commands = ["sleep 0.2", "sleep 0.2", "sleep 0.2"];
     let mut defs = builtin_defs();
@@ -118,7 +119,8 @@ fn main() {
         result_tree: store.parse_oid(&result).expect("oid"),
         steps: Vec::new(),
         every_commit: false,
-        worktree: repo.clone(),
+        result: store.parse_oid(&result_commit).expect("oid"),
+        scratch: store.common_dir().join("orch/scratch/bench-gates"),
         env: vec![],
         log_dir: root.join("logs"),
         writer_agent: "fake".into(),
@@ -208,7 +210,8 @@ fn main() {
             .tree,
         steps: Vec::new(),
         every_commit: false,
-        worktree: big.clone(),
+        result: store.parse_oid(&result_commit).expect("oid"),
+        scratch: store.common_dir().join("orch/scratch/bench-big"),
         env: vec![],
         log_dir: root.join("logs-big"),
         writer_agent: "fake".into(),
@@ -269,7 +272,8 @@ fn main() {
         result_tree: store.commit_info(tip_oid).expect("c").tree,
         every_commit: !steps.is_empty(),
         steps,
-        worktree: big.clone(),
+        result: tip_oid,
+        scratch: store.common_dir().join("orch/scratch/bench-history"),
         env: vec![],
         log_dir: root.join(logs),
         writer_agent: "fake".into(),

@@ -8,7 +8,7 @@
 //! git-orch.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::agent::AgentSpec;
@@ -155,6 +155,10 @@ pub struct Settings {
     pub retry_from: RetryFrom,
     /// `[orch] cleanup`: what goes when a run ends.
     pub cleanup: CleanupPolicy,
+    /// `[orch] maxFileSize`: the largest file an attempt may add or change
+    /// (bytes); gates read every changed file, and an import reads every
+    /// new object, so this bounds what either holds in memory.
+    pub max_file_size: u64,
 }
 
 /// What goes when a run ends (`[orch] cleanup`): the worktrees and
@@ -241,6 +245,74 @@ impl Settings {
     pub fn lands_attempt_commits(&self) -> bool {
         matches!(self.merge_strategy.as_deref(), Some("rebase" | "merge"))
     }
+
+    /// What one import of an agent's commits may bring in.
+    pub fn import_limits(&self) -> crate::store::quarantine::ImportLimits {
+        crate::store::quarantine::ImportLimits {
+            object: self.max_file_size,
+            ..Default::default()
+        }
+    }
+}
+
+/// The folder attempt worktrees go in by default: beside the repository,
+/// never inside it (`<parent>/<name>.orch`).
+fn default_root(common_dir: &Path) -> PathBuf {
+    let repo = if common_dir.file_name().is_some_and(|n| n == ".git") {
+        common_dir.parent().unwrap_or(common_dir)
+    } else {
+        common_dir
+    };
+    let name = repo
+        .file_name()
+        .map(|n| n.to_string_lossy().trim_end_matches(".git").to_owned())
+        .unwrap_or_else(|| "repo".into());
+    repo.parent().unwrap_or(repo).join(format!("{name}.orch"))
+}
+
+/// Where attempt worktrees (and lead agents' checkouts) go:
+/// `orch.worktreeRoot` (relative to the repository's parent folder), else
+/// beside the repository.
+pub fn worktree_root(common_dir: &Path, settings: &Settings) -> PathBuf {
+    match &settings.worktree_root {
+        Some(r) if r.is_absolute() => r.clone(),
+        Some(r) => default_root(common_dir)
+            .parent()
+            .map(|p| p.join(r))
+            .unwrap_or_else(|| r.clone()),
+        None => default_root(common_dir),
+    }
+}
+
+/// Default of `[orch] maxFileSize`: 100 MiB.
+pub const MAX_FILE_SIZE: u64 = 100 * 1024 * 1024;
+
+/// A size in bytes: a number with an optional `k`, `m` or `g` suffix
+/// (powers of 1024), as git writes them.
+fn size(section: &Section, key: &str) -> Result<Option<u64>, ConfigError> {
+    let Some(v) = section.get(key) else {
+        return Ok(None);
+    };
+    let t = v.trim().to_ascii_lowercase();
+    let (digits, unit) = match t.chars().last() {
+        Some('k') => (&t[..t.len() - 1], 1024),
+        Some('m') => (&t[..t.len() - 1], 1024 * 1024),
+        Some('g') => (&t[..t.len() - 1], 1024 * 1024 * 1024),
+        _ => (t.as_str(), 1),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .filter(|n| *n > 0)
+        .map(Some)
+        .ok_or_else(|| {
+            err(
+                section,
+                key,
+                format!("{v:?} is not a size (e.g. 500k, 100m, 1g)"),
+            )
+        })
 }
 
 impl Default for Settings {
@@ -276,6 +348,7 @@ impl Default for Settings {
             land: LandSettings::default(),
             retry_from: RetryFrom::Auto,
             cleanup: CleanupPolicy::Finished,
+            max_file_size: MAX_FILE_SIZE,
         }
     }
 }
@@ -431,6 +504,9 @@ impl Settings {
                         format!("{v:?} is not finished, landed or never"),
                     )
                 })?;
+            }
+            if let Some(v) = size(orch, "maxfilesize")? {
+                s.max_file_size = v;
             }
             if let Some(v) = orch.get("sandbox") {
                 s.sandbox.mode = SandboxMode::parse(v).ok_or_else(|| {

@@ -756,6 +756,11 @@ pub enum FailureClass {
     Interrupted,
     /// Integration with the current target failed (merge queue).
     Integration,
+    /// What the agent left in its worktree's git folder was refused:
+    /// metadata that would redirect git (alternates, a moved HEAD, other
+    /// refs), objects that do not hash to their names, or paths git
+    /// refuses (`.git`, `..`).
+    Quarantine,
 }
 
 impl FailureClass {
@@ -772,6 +777,7 @@ impl FailureClass {
             FailureClass::Internal => "internal",
             FailureClass::Interrupted => "interrupted",
             FailureClass::Integration => "integration",
+            FailureClass::Quarantine => "quarantine",
         }
     }
 

@@ -792,8 +792,7 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
         {
             let mut tips = vec![tip];
             if !a.cleaned
-                && path.exists()
-                && let Some(head) = crate::run::control::worktree_head(store, &path)
+                && let Some(head) = store.linked_worktree_head(&path)
                 && head != tip
             {
                 tips.push(head);
@@ -912,6 +911,10 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
             continue;
         };
         for run_dir in runs.flatten() {
+            // Dot folders are no run's (lead agents' checkouts are in one).
+            if run_dir.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
             let Ok(entries) = std::fs::read_dir(run_dir.path()) else {
                 continue;
             };

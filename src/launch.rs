@@ -26,10 +26,10 @@ pub struct AgentJob<'a> {
     pub worktree: &'a Path,
     /// The repository's git directory.
     pub common_dir: &'a Path,
-    /// The attempt's branch, which the agent may commit on; `None` for a
-    /// reviewer, which only reads.
-    pub branch_ref: Option<&'a str>,
-    /// Where its output, private home and scratch folders go.
+    /// Files under the repository's git directory the agent reads (its
+    /// prompt, its retry context): the sandbox hides the rest of it.
+    pub readable: Vec<PathBuf>,
+    /// Where its output goes.
     pub log_dir: &'a Path,
     /// File names of its output in `log_dir` (`agent`, `review`).
     pub log_name: &'a str,
@@ -49,6 +49,9 @@ pub struct AgentJob<'a> {
 pub struct Launch {
     pub group: GroupSpec,
     pub watch: Arc<Mutex<StreamWatch>>,
+    /// Its private home in the sandbox, deleted with this value (after its
+    /// usage was read from the session records there).
+    _home: Option<crate::sandbox::PrivateHome>,
     /// Where it runs, and since when (to find its session records).
     worktree: PathBuf,
     prepared: std::time::SystemTime,
@@ -101,7 +104,9 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
         filter: Some(job.filter.clone()),
         on_line: Some(on_line),
     };
-    let home = job.log_dir.join(format!("{}-home", job.log_name));
+    let home = private_home(job.sandbox)?;
+    let mut readable = job.readable.clone();
+    readable.push(job.prompt_file.to_owned());
     let group = job
         .sandbox
         .wrap(
@@ -109,9 +114,11 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
             &Confine {
                 worktree: job.worktree,
                 common_dir: job.common_dir,
-                branch_ref: job.branch_ref,
+                readable: &readable,
                 writable: &writable,
-                home: &home,
+                home: home
+                    .as_ref()
+                    .map_or(Path::new("/nonexistent"), |h| h.path()),
                 home_files: &crate::sandbox::agent_home_files(spec),
                 pass_env: &crate::sandbox::agent_pass_env(spec),
                 program: &inv.program,
@@ -121,6 +128,7 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
     Ok(Launch {
         group,
         watch,
+        _home: home,
         worktree: job.worktree.to_owned(),
         prepared: std::time::SystemTime::now(),
     })
@@ -316,35 +324,61 @@ fn describe(a: Availability) -> String {
     .to_owned()
 }
 
-/// A command (setup, gate) confined like the attempt's agent but without
-/// commit rights, with its own fresh private home `home_name` in
-/// `log_dir`.
+/// The files an environment names that a command reads under the
+/// repository's git directory (`ORCH_PROMPT_FILE`,
+/// `ORCH_RETRY_CONTEXT_FILE`), for [`command`]'s `readable`.
+pub fn files_named_in(env: &[(String, String)]) -> Vec<PathBuf> {
+    env.iter()
+        .filter(|(k, _)| k == "ORCH_PROMPT_FILE" || k == "ORCH_RETRY_CONTEXT_FILE")
+        .map(|(_, v)| PathBuf::from(v))
+        .collect()
+}
+
+/// A private home for one command, when the sandbox confines it.
+fn private_home(sandbox: &Sandbox) -> Result<Option<crate::sandbox::PrivateHome>, String> {
+    if !sandbox.confines() {
+        return Ok(None);
+    }
+    crate::sandbox::PrivateHome::make()
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
+/// A confined command and the private home it runs with (deleted when
+/// this is dropped: keep it until the command ended).
+pub struct Confined {
+    pub group: GroupSpec,
+    _home: Option<crate::sandbox::PrivateHome>,
+}
+
+/// A command (setup, gate) confined like the attempt's agent, in a fresh
+/// private home of its own: nothing an agent left in its home reaches it.
+/// `readable`: files under the repository's git directory it reads.
 pub fn command(
     sandbox: &Sandbox,
     spec: GroupSpec,
     common_dir: &Path,
-    log_dir: &Path,
-    home_name: &str,
-) -> Result<GroupSpec, String> {
-    let home: PathBuf = log_dir.join(home_name);
-    // Each run starts from an empty home: nothing an agent left there
-    // reaches a gate.
-    let _ = std::fs::remove_dir_all(&home);
+    readable: &[PathBuf],
+) -> Result<Confined, String> {
+    let home = private_home(sandbox)?;
     let worktree = spec.cwd.clone();
     let program = spec.program.clone();
-    sandbox
+    let group = sandbox
         .wrap(
             spec,
             &Confine {
                 worktree: &worktree,
                 common_dir,
-                branch_ref: None,
+                readable,
                 writable: &[],
-                home: &home,
+                home: home
+                    .as_ref()
+                    .map_or(Path::new("/nonexistent"), |h| h.path()),
                 home_files: &[],
                 pass_env: &[],
                 program: &program,
             },
         )
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok(Confined { group, _home: home })
 }

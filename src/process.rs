@@ -11,6 +11,7 @@
 //! It also owns the one shell-quoting helper ([`shell_quote`]): text that
 //! reaches `sh` is built here or with it, nowhere else.
 
+mod hardened;
 mod supervisor;
 
 use std::ffi::OsStr;
@@ -19,6 +20,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use tokio_util::sync::CancellationToken;
 
+pub use hardened::HardenedGit;
 pub use supervisor::{Supervision, supervise};
 
 /// Exit code of a supervisor whose parent died before the command

@@ -242,17 +242,17 @@ pub fn agent_home_files(spec: &crate::agent::AgentSpec) -> Vec<String> {
 /// What a confined command may touch besides its worktree.
 #[derive(Debug, Clone)]
 pub struct Confine<'a> {
-    /// Where the command runs, writable.
+    /// Where the command runs, writable (with its own git folder inside).
     pub worktree: &'a Path,
-    /// The repository's git directory (`.git`), read-only.
+    /// The repository's git directory: hidden, but for its object store,
+    /// which the worktree's git folder borrows, shown read-only.
     pub common_dir: &'a Path,
-    /// The attempt branch (`refs/heads/…`) when the command may commit on
-    /// it: then the object store, the branch's ref and log folders and the
-    /// worktree's git folder are writable.
-    pub branch_ref: Option<&'a str>,
+    /// Files under the hidden git directory the command reads (its prompt
+    /// and retry context), shown read-only.
+    pub readable: &'a [PathBuf],
     /// More folders the command writes (Aider's history folder).
     pub writable: &'a [PathBuf],
-    /// The private home folder on disk, made and filled here.
+    /// The private home folder ([`PrivateHome`]), filled here.
     pub home: &'a Path,
     /// Home files to copy into it (relative to `$HOME`).
     pub home_files: &'a [String],
@@ -260,6 +260,155 @@ pub struct Confine<'a> {
     pub pass_env: &'a [String],
     /// The program run (its install folder under `$HOME` stays visible).
     pub program: &'a str,
+}
+
+/// A home folder for one sandboxed command, visible to nothing else: a
+/// fresh folder in this user's own private folder of the system's
+/// temporary directory (`$TMPDIR/git-orch-<uid>/`, mode 0700), outside
+/// the repository, mounted only into that command's sandbox (every
+/// sandbox has a `/tmp` of its own, so no other one can see it), and
+/// deleted when dropped. Ones a killed git-orch left behind are deleted
+/// by the next one made.
+#[derive(Debug)]
+pub struct PrivateHome {
+    dir: PathBuf,
+}
+
+impl PrivateHome {
+    /// A new, empty private home.
+    pub fn make() -> Result<PrivateHome, SandboxError> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let base = std::env::temp_dir().join(format!("git-orch-{uid}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&base) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io(&base)(e)),
+        }
+        // Someone else's folder (or a link to one) in a shared /tmp would
+        // let them read every home put there.
+        let meta = std::fs::symlink_metadata(&base).map_err(io(&base))?;
+        if !meta.is_dir() || meta.uid() != uid {
+            return Err(SandboxError::Io {
+                path: base,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    "it is not a folder of this user's; remove it",
+                ),
+            });
+        }
+        if meta.permissions().mode() & 0o077 != 0 {
+            std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
+                .map_err(io(&base))?;
+        }
+        sweep_homes(&base);
+        let pid = std::process::id();
+        let suffix: String = crate::ids::random_bytes::<6>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let dir = base.join(format!("{pid}-{suffix}"));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(io(&dir))?;
+        Ok(PrivateHome { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for PrivateHome {
+    fn drop(&mut self) {
+        remove_tree(&self.dir);
+    }
+}
+
+/// Deletes the homes in `base` whose git-orch process is gone.
+fn sweep_homes(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = pid > 0
+            && (unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
+        if !alive {
+            remove_tree(&e.path());
+        }
+    }
+}
+
+/// Removes a folder a sandboxed command wrote, even one it made
+/// unreadable (`chmod 000`): folders are opened up and the removal tried
+/// again. Links are removed, never followed.
+fn remove_tree(dir: &Path) {
+    if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+        return;
+    }
+    fn open_up(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path());
+            }
+        }
+    }
+    open_up(dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `~/.gitconfig` cut down to the identity: `[user] name` and `email`.
+/// What else people keep there (`http.*` tokens, `url.*` rewrites with
+/// credentials, `credential.*` helpers, `include`s) never reaches an
+/// agent.
+fn identity_only(config: &str) -> String {
+    let mut in_user = false;
+    let mut out = String::new();
+    for line in config.lines() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            let header = t.trim_start_matches('[').split(']').next().unwrap_or("");
+            in_user = header.trim().eq_ignore_ascii_case("user");
+            continue;
+        }
+        if !in_user {
+            continue;
+        }
+        let Some((key, value)) = t.split_once('=') else {
+            continue;
+        };
+        let key = key.trim().to_ascii_lowercase();
+        if key != "name" && key != "email" {
+            continue;
+        }
+        let value = value.trim();
+        let value = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .unwrap_or(value);
+        if value
+            .chars()
+            .any(|c| c.is_control() || c == '"' || c == '\\')
+        {
+            continue;
+        }
+        out.push_str(&format!("\t{key} = \"{value}\"\n"));
+    }
+    if out.is_empty() {
+        String::new()
+    } else {
+        format!("[user]\n{out}")
+    }
 }
 
 /// This process's environment.
@@ -396,16 +545,52 @@ fn expand(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
-/// The worktree's own git folder, from its `.git` file.
-fn worktree_git_dir(worktree: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    let dir = text.trim().strip_prefix("gitdir:")?.trim();
-    let dir = PathBuf::from(dir);
-    Some(if dir.is_absolute() {
-        dir
-    } else {
-        worktree.join(dir)
-    })
+/// The home files that are git configuration: copied cut down to the
+/// identity ([`identity_only`]).
+const GIT_CONFIG_FILES: &[&str] = &[".gitconfig", ".config/git/config"];
+
+/// The repository's object store and the stores it borrows from (its
+/// `objects/info/alternates`), which a worktree's own git folder reads
+/// through its alternate.
+fn object_dirs(common: &Path) -> Vec<PathBuf> {
+    let objects = common.join("objects");
+    let mut dirs = vec![objects.clone()];
+    if let Ok(text) = std::fs::read_to_string(objects.join("info/alternates")) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
+            let dir = objects.join(line);
+            if dir.is_dir() {
+                dirs.push(canonical(&dir));
+            }
+        }
+    }
+    dirs
+}
+
+/// The folders of programs the command needs (the program itself, and
+/// git-orch, which the attempt's commit hook calls) that sit in a
+/// temporary folder the sandbox replaces with an empty one.
+fn temp_program_dirs(path: Option<&str>, program: &str) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    let candidates = which(program, path)
+        .into_iter()
+        .chain(std::env::current_exe().ok());
+    for exe in candidates {
+        for p in [exe.clone(), canonical(&exe)] {
+            let hidden = p.starts_with("/tmp") || p.starts_with("/var/tmp");
+            if let Some(dir) = p.parent().filter(|_| hidden)
+                && dir != Path::new("/tmp")
+                && dir != Path::new("/var/tmp")
+                && !dirs.iter().any(|d| dir.starts_with(d))
+            {
+                dirs.push(dir.to_owned());
+            }
+        }
+    }
+    dirs
 }
 
 /// `OPTION SOURCE DEST` for bwrap.
@@ -564,10 +749,21 @@ impl Sandbox {
         if Path::new("/var/tmp").is_dir() {
             flag(&mut args, "--tmpfs", "/var/tmp");
         }
-        // Agent sockets (ssh-agent, gpg-agent, D-Bus) live here; a
-        // read-only mount would not stop a connect.
-        if Path::new("/run/user").is_dir() {
-            flag(&mut args, "--tmpfs", "/run/user");
+        // Sockets (ssh-agent, gpg-agent, D-Bus, docker.sock) live under
+        // /run; a read-only mount would not stop a connect. The resolver's
+        // configuration may live there too (systemd-resolved) and comes
+        // back, read-only.
+        for run in ["/run", "/var/run"] {
+            let is_dir = std::fs::symlink_metadata(run).is_ok_and(|m| m.is_dir());
+            if is_dir {
+                flag(&mut args, "--tmpfs", run);
+            }
+        }
+        for file in ["/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf"] {
+            let real = canonical(Path::new(file));
+            if real.is_file() && (real.starts_with("/run") || real.starts_with("/var/run")) {
+                bind(&mut args, "--ro-bind", &real, &real);
+            }
         }
         let host = host_env();
         for var in ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR"] {
@@ -581,7 +777,8 @@ impl Sandbox {
                     && dir.is_dir()
                     && dir != Path::new("/")
                     && !dir.starts_with("/tmp")
-                    && !dir.starts_with("/run/user")
+                    && !dir.starts_with("/run")
+                    && !dir.starts_with("/var/run")
                 {
                     flag(&mut args, "--tmpfs", &dir.to_string_lossy());
                 }
@@ -590,7 +787,6 @@ impl Sandbox {
         // The real home folder is hidden behind an empty read-only one, with
         // the toolchains installed under it visible again; HOME points at
         // a private folder holding copies of the agent's own files.
-        std::fs::create_dir_all(confine.home).map_err(io(confine.home))?;
         let private_home = canonical(confine.home);
         let real_home = home.as_ref().map(|h| canonical(h));
         if let Some(real) = &real_home {
@@ -600,7 +796,15 @@ impl Sandbox {
             for rel in files {
                 let from = real.join(rel);
                 let to = private_home.join(rel);
-                if from.exists() && !to.exists() {
+                if !from.exists() || to.exists() {
+                    continue;
+                }
+                if GIT_CONFIG_FILES.contains(&rel) {
+                    if let Ok(text) = std::fs::read_to_string(&from) {
+                        let _ = to.parent().map(std::fs::create_dir_all);
+                        let _ = std::fs::write(&to, identity_only(&text));
+                    }
+                } else {
                     let _ = copy_into(&from, &to, &mut budget);
                 }
             }
@@ -618,22 +822,26 @@ impl Sandbox {
                 }
             }
         }
-        // The repository, read-only: its working tree (the user's main
-        // checkout) and git folder, and every attempt worktree, may sit
-        // under /tmp or the home folder, which are private now; shown
-        // read-only, a write there fails instead of landing in a private
-        // copy nobody sees.
+        // Programs kept in a temporary folder (a downloaded binary, a
+        // script in a scratch folder), git-orch itself included, would be
+        // hidden by the private /tmp: their folders are shown read-only.
+        for dir in temp_program_dirs(env_map.get("PATH").copied(), confine.program) {
+            bind(&mut args, "--ro-bind", &dir, &dir);
+        }
+        // The repository: its working tree (the user's main checkout) and
+        // every attempt worktree, read-only; they may sit under /tmp or the
+        // home folder, which are private now, and shown read-only a write
+        // there fails instead of landing in a private copy nobody sees.
+        // Its git directory is hidden (config, refs, hooks, git-orch's own
+        // logs, prompts and other attempts' files), but for the object
+        // store, read-only, which the worktree's own git folder borrows.
         let common = canonical(confine.common_dir);
         let worktree = canonical(confine.worktree);
         let main_checkout = (common.file_name().is_some_and(|n| n == ".git"))
             .then(|| common.parent().map(Path::to_owned))
             .flatten();
         let worktree_root = worktree.parent().and_then(Path::parent).map(Path::to_owned);
-        for shown in main_checkout
-            .iter()
-            .chain(worktree_root.iter())
-            .chain([&common])
-        {
+        for shown in main_checkout.iter().chain(worktree_root.iter()) {
             let useful = shown != Path::new("/")
                 && real_home
                     .as_ref()
@@ -643,23 +851,22 @@ impl Sandbox {
                 bind(&mut args, "--ro-bind", shown, shown);
             }
         }
-        // What the worktree's git needs to record its index, and, for a
-        // command that commits, to write objects and move the attempt's
-        // branch.
-        if let Some(git_dir) = worktree_git_dir(&worktree).map(|d| canonical(&d))
-            && git_dir.starts_with(&common)
-            && git_dir.is_dir()
-        {
-            bind(&mut args, "--bind", &git_dir, &git_dir);
+        let hides_git_dir = common != Path::new("/") && common.is_dir();
+        if hides_git_dir {
+            flag(&mut args, "--tmpfs", &common.to_string_lossy());
+            for dir in object_dirs(&common) {
+                bind(&mut args, "--ro-bind", &dir, &dir);
+            }
+            // The repository's own hooks, which the worktree's hooks chain.
+            let hooks = common.join("hooks");
+            if hooks.is_dir() {
+                bind(&mut args, "--ro-bind", &hooks, &hooks);
+            }
         }
-        if let Some(branch) = confine.branch_ref {
-            let objects = common.join("objects");
-            bind(&mut args, "--bind", &objects, &objects);
-            if let Some((dir, _)) = branch.rsplit_once('/') {
-                for base in [common.join(dir), common.join("logs").join(dir)] {
-                    std::fs::create_dir_all(&base).map_err(io(&base))?;
-                    bind(&mut args, "--bind", &base, &base);
-                }
+        for file in confine.readable {
+            if file.exists() {
+                let file = canonical(file);
+                bind(&mut args, "--ro-bind", &file, &file);
             }
         }
         bind(&mut args, "--bind", &worktree, &worktree);
@@ -680,9 +887,12 @@ impl Sandbox {
             }
         }
         // Read-only only now: bwrap made the mount points for the binds
-        // above inside it first.
+        // above inside them first.
         if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
             flag(&mut args, "--remount-ro", &real.to_string_lossy());
+        }
+        if hides_git_dir {
+            flag(&mut args, "--remount-ro", &common.to_string_lossy());
         }
         args.push("--chdir".into());
         args.push(worktree.to_string_lossy().into_owned());
@@ -797,7 +1007,7 @@ mod tests {
                 &Confine {
                     worktree: Path::new("/w"),
                     common_dir: Path::new("/r/.git"),
-                    branch_ref: None,
+                    readable: &[],
                     writable: &[],
                     home: home.path(),
                     home_files: &[],
@@ -820,5 +1030,19 @@ mod tests {
                 .iter()
                 .all(|(k, _)| k != "GIT_DIR" && k != "SSH_AUTH_SOCK")
         );
+    }
+
+    #[test]
+    fn only_the_identity_of_a_gitconfig_reaches_an_agent() {
+        let config = "[user]\n\tname = Ada Lovelace\n\temail = \"ada@example.com\"\n\tsigningkey = ABC\n\
+[http \"https://github.com\"]\n\textraheader = AUTHORIZATION: bearer ghp_secret\n\
+[url \"https://x:tok@github.com/\"]\n\tinsteadOf = https://github.com/\n\
+[credential]\n\thelper = store\n[include]\n\tpath = ~/.secrets\n";
+        let reduced = identity_only(config);
+        assert_eq!(
+            reduced,
+            "[user]\n\tname = \"Ada Lovelace\"\n\temail = \"ada@example.com\"\n"
+        );
+        assert_eq!(identity_only("[http]\n\tproxy = x\n"), "");
     }
 }

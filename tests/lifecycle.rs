@@ -416,11 +416,24 @@ fn a_landed_attempt_is_cleaned_up_while_the_run_goes_on() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("run");
-    let attempt_worktrees = |sb: &Sandbox| -> Vec<PathBuf> {
-        worktrees(sb, &p.repo)
+    // The folders under the worktree root: a live attempt's worktree is
+    // no linked worktree of the repository until its agent is gone.
+    let attempt_worktrees = |_: &Sandbox| -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for run in std::fs::read_dir(root_of(&p.repo))
             .into_iter()
-            .filter(|w| w.starts_with(root_of(&p.repo)))
-            .collect()
+            .flatten()
+            .flatten()
+        {
+            for w in std::fs::read_dir(run.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                found.push(w.path());
+            }
+        }
+        found
     };
     // a lands while b still works, and its branch and worktree go then,
     // not when the run ends.

@@ -287,12 +287,18 @@ fn the_prompt_is_the_brief_and_names_the_plan_file() {
     assert!(prompt.contains(&plan_file), "the brief names {plan_file}");
     assert!(prompt.contains("## The plan format"), "{prompt}");
     assert!(prompt.contains("  - Cargo.lock (lockfile)"), "{prompt}");
-    // The agent ran in a checkout under .git/orch, not in the work tree.
+    // The agent ran in a checkout of its own beside the repository (not
+    // in the work tree, and not under .git, where some agents refuse to
+    // write the plan file).
     let cwd = PathBuf::from(cwd.trim());
+    let root = repo.with_file_name(format!(
+        "{}.orch",
+        repo.file_name().expect("name").to_string_lossy()
+    ));
+    assert!(cwd.starts_with(root.join(".lead")), "{}", cwd.display());
     assert!(
-        cwd.starts_with(repo.join(".git/orch/lead")),
-        "{}",
-        cwd.display()
+        !root.join(".lead").exists(),
+        "the checkout goes when the session ends"
     );
     assert!(Path::new(&plan_file).starts_with(&cwd), "{plan_file}");
     assert_eq!(plan_rounds(&sb, &repo)[0]["outcome"], "missing");

@@ -110,14 +110,17 @@ pub async fn run_confined(
         tail: String::new(),
         details: serde_json::Value::Null,
     };
+    // Held until the gate ends: its private home goes with it.
     let confined = crate::launch::command(
         confinement.sandbox,
         spec,
         confinement.common_dir,
-        place.log_dir,
-        &format!("gate-{}-home", def.name),
+        &crate::launch::files_named_in(place.env),
     );
-    let spawned = confined.and_then(|s| GroupChild::spawn(&s).map_err(|e| e.to_string()));
+    let spawned = confined
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|c| GroupChild::spawn(&c.group).map_err(|e| e.to_string()));
     let mut child = match spawned {
         Ok(c) => c,
         Err(e) => {

@@ -33,8 +33,14 @@ pub struct Subject {
     pub steps: Vec<crate::store::CommitStep>,
     /// Whether the merge strategy keeps those commits on the target.
     pub every_commit: bool,
-    /// Where command gates run.
-    pub worktree: PathBuf,
+    /// The commit judged: command gates and the reviewer run in a fresh
+    /// checkout of it, never in the agent's worktree with whatever it left
+    /// there.
+    pub result: Oid,
+    /// Where that checkout is made (a scratch checkout under
+    /// `.git/orch/scratch/`), when the first gate that needs files runs;
+    /// it goes when the stack ends.
+    pub scratch: PathBuf,
     /// `ORCH_*` environment for command gates.
     pub env: Vec<(String, String)>,
     pub log_dir: PathBuf,
@@ -180,11 +186,7 @@ pub async fn evaluate(
     };
     let mut verdicts = builtins;
     let mut blocked: Option<String> = verdicts.iter().find(|v| v.blocks()).map(|v| v.gate.clone());
-    let place = Place {
-        worktree: &subject.worktree,
-        env: &subject.env,
-        log_dir: &subject.log_dir,
-    };
+    let mut checkout = Checkout::Unmade;
     // Command gates and the reviewer run in the attempt's sandbox.
     let sandbox = crate::sandbox::resolve(&subject.settings.sandbox).map_err(|e| e.to_string());
     let unconfinable = |def: &GateDef, why: &str| Verdict {
@@ -224,16 +226,22 @@ pub async fn evaluate(
                         mode: def.mode,
                         ..prev
                     },
-                    None => match &sandbox {
-                        Ok(sb) => {
+                    None => match (&sandbox, checkout.ready(subject).await) {
+                        (Err(why), _) => unconfinable(def, why),
+                        (_, Err(why)) => unconfinable(def, &why),
+                        (Ok(sb), Ok(dir)) => {
                             started(&def.name);
                             let confinement = command::Confinement {
                                 sandbox: sb,
                                 common_dir: &subject.common_dir,
                             };
+                            let place = Place {
+                                worktree: &dir,
+                                env: &subject.env,
+                                log_dir: &subject.log_dir,
+                            };
                             command::run_confined(def, run, &place, &confinement, cancel).await
                         }
-                        Err(why) => unconfinable(def, why),
                     },
                 }
             }
@@ -245,28 +253,33 @@ pub async fn evaluate(
                         ..skipped(def, "")
                     },
                     Ok(_) if let Err(why) = &sandbox => unconfinable(def, why),
-                    Ok(spec) => {
-                        let so_far: Vec<String> = verdicts
-                            .iter()
-                            .map(|v| format!("- {} {}: {}", v.gate, v.status.as_str(), v.summary))
-                            .collect();
-                        let input = ReviewInput {
-                            spec: &spec,
-                            writer_agent: &subject.writer_agent,
-                            independent: subject.settings.reviewer_independent,
-                            task: &subject.task,
-                            diff: &diff,
-                            gates_so_far: &so_far,
-                            worktree: &subject.worktree,
-                            env: &subject.env,
-                            log_dir: &subject.log_dir,
-                            attempt: subject.attempt,
-                            sandbox: sandbox.as_ref().expect("checked above"),
-                            common_dir: &subject.common_dir,
-                        };
-                        started(&def.name);
-                        review::run(def, &input, cancel).await
-                    }
+                    Ok(spec) => match checkout.ready(subject).await {
+                        Err(why) => unconfinable(def, &why),
+                        Ok(dir) => {
+                            let so_far: Vec<String> = verdicts
+                                .iter()
+                                .map(|v| {
+                                    format!("- {} {}: {}", v.gate, v.status.as_str(), v.summary)
+                                })
+                                .collect();
+                            let input = ReviewInput {
+                                spec: &spec,
+                                writer_agent: &subject.writer_agent,
+                                independent: subject.settings.reviewer_independent,
+                                task: &subject.task,
+                                diff: &diff,
+                                gates_so_far: &so_far,
+                                worktree: &dir,
+                                env: &subject.env,
+                                log_dir: &subject.log_dir,
+                                attempt: subject.attempt,
+                                sandbox: sandbox.as_ref().expect("checked above"),
+                                common_dir: &subject.common_dir,
+                            };
+                            started(&def.name);
+                            review::run(def, &input, cancel).await
+                        }
+                    },
                 }
             }
             _ => unreachable!("built-in gates were evaluated above"),
@@ -276,6 +289,53 @@ pub async fn evaluate(
         }
         verdicts.push(verdict);
     }
+    checkout.remove().await;
     let failure = verdicts.iter().find(|v| v.blocks()).map(failure_of);
     Ok(StackOutcome { verdicts, failure })
+}
+
+/// The fresh checkout of the result that command gates and the reviewer
+/// share, made when the first of them runs.
+enum Checkout {
+    Unmade,
+    Made(PathBuf, crate::store::scratch::ScratchGuard),
+    Failed(String),
+}
+
+impl Checkout {
+    /// Its folder, made now if it was not yet.
+    async fn ready(&mut self, subject: &Subject) -> Result<PathBuf, String> {
+        if let Checkout::Unmade = self {
+            let (dir, scratch, result) = (
+                subject.common_dir.clone(),
+                subject.scratch.clone(),
+                subject.result,
+            );
+            let made = tokio::task::spawn_blocking(move || {
+                Store::with_reused(&dir, |store| {
+                    let guard = crate::store::scratch::ScratchGuard::take(&dir, &scratch)?;
+                    crate::store::scratch::prepare_scratch(store, &scratch, result)?;
+                    Ok::<_, StoreError>(guard)
+                })?
+            })
+            .await
+            .expect("the checkout thread does not panic");
+            *self = match made {
+                Ok(guard) => Checkout::Made(subject.scratch.clone(), guard),
+                Err(e) => Checkout::Failed(format!("the result could not be checked out: {e}")),
+            };
+        }
+        match self {
+            Checkout::Made(dir, _) => Ok(dir.clone()),
+            Checkout::Failed(why) => Err(why.clone()),
+            Checkout::Unmade => unreachable!("made above"),
+        }
+    }
+
+    /// Removes it (on a blocking thread: a large checkout takes a while).
+    async fn remove(self) {
+        if let Checkout::Made(_, guard) = self {
+            let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
+        }
+    }
 }

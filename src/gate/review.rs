@@ -142,7 +142,7 @@ pub async fn run(def: &GateDef, input: &ReviewInput<'_>, cancel: &CancellationTo
         prompt_file: &prompt_file,
         worktree: input.worktree,
         common_dir: input.common_dir,
-        branch_ref: None,
+        readable: Vec::new(),
         log_dir: input.log_dir,
         log_name: "review",
         task: input.task.id.as_str(),

@@ -30,7 +30,12 @@ use crate::gate::masking;
 use crate::plan::format::{self, MAX_PLAN_BYTES, Plan};
 use crate::plan::{brief, pinch};
 use crate::process::{Git, GroupChild};
+use crate::store::quarantine::CheckoutPaths;
 use crate::store::{Oid, Store, StoreError};
+
+/// The folder under the worktree root that holds lead agents' checkouts,
+/// one per session (a dot folder: no run is named so).
+pub const LEAD_FOLDER: &str = ".lead";
 
 /// Rounds when `--rounds` is not given.
 pub const DEFAULT_ROUNDS: u32 = 3;
@@ -255,22 +260,24 @@ fn save(path: &Path, bytes: &[u8]) -> Result<(), LeadError> {
     std::fs::rename(&tmp, path).map_err(io(format!("writing {}", path.display())))
 }
 
-/// The detached checkout of a session; removed on drop, however the
-/// session ends.
+/// The checkout of a session (a folder with a git folder of its own, see
+/// [`crate::store::quarantine`]); removed on drop, however the session
+/// ends.
 struct Checkout<'a> {
     store: &'a Store,
-    path: PathBuf,
+    paths: CheckoutPaths,
 }
+
+/// The branch of the lead agent's checkout's own git folder.
+const LEAD_BRANCH: &str = "orch-lead";
 
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
-        if self.path.exists() {
-            let _ = self.store.remove_worktree(&self.path, true);
+        let _ = self.store.remove_checkout(&self.paths);
+        if let Some(parent) = self.paths.dir.parent() {
+            // The session folder under the worktree root, once empty.
+            let _ = std::fs::remove_dir(parent);
         }
-        if self.path.exists() {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-        let _ = self.store.forget_worktree(&self.path);
     }
 }
 
@@ -303,37 +310,27 @@ fn read_plan_file(path: &Path) -> Written {
 }
 
 /// Paths the agent changed in its checkout, other than the plan file, and
-/// whether it moved HEAD (committed).
-fn stray_changes(checkout: &Path, base: Oid, plan_name: &str) -> usize {
-    let git = Git::new(checkout);
-    let status = git
-        .run([
-            "status",
-            "--porcelain",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-        ])
-        .unwrap_or_default();
-    // Entries are `XY path`.
-    let changed = status
-        .split('\0')
-        .filter_map(|e| e.get(3..))
-        .filter(|path| !path.is_empty() && *path != plan_name)
+/// whether it committed (or otherwise moved its git folder's branch).
+/// Asked of git with git-orch's own index, never of the checkout's git
+/// folder.
+fn stray_changes(store: &Store, checkout: &CheckoutPaths, base: Oid, plan_name: &str) -> usize {
+    let changed = store
+        .checkout_changes(checkout)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(path, _)| path != plan_name)
         .count();
-    let moved = git
-        .run(["rev-parse", "HEAD"])
-        .is_ok_and(|h| h.trim() != base);
+    let moved = store
+        .quarantine_tip(&checkout.dir, LEAD_BRANCH)
+        .is_ok_and(|tip| tip == base);
+    let moved = !moved;
     changed + usize::from(moved)
 }
 
 /// Puts the checkout back to the base, keeping nothing the agent changed.
-fn reset_checkout(checkout: &Path, base: Oid) -> Result<(), LeadError> {
-    let git = Git::new(checkout);
-    let base = base.to_string();
-    git.run(["checkout", "-q", "--detach", "--force", &base])
-        .and_then(|_| git.run(["clean", "-q", "-f", "-d", "-x"]))
-        .map(|_| ())
+fn reset_checkout(store: &Store, checkout: &CheckoutPaths, base: Oid) -> Result<(), LeadError> {
+    store
+        .reset_checkout(checkout, base, LEAD_BRANCH)
         .map_err(|e| LeadError::Out(format!("cannot reset the lead agent's checkout: {e}")))
 }
 
@@ -396,13 +393,20 @@ pub async fn run(
         .clone()
         .unwrap_or_else(|| draft_path(store, &opts.instruction));
     let base_label = format!("{base_name} ({})", &base.to_string()[..12]);
+    // Outside the git folder: some agents refuse to edit anything under
+    // `.git/`, where the plan file would then be.
     let checkout = Checkout {
         store,
-        path: session_dir.join("checkout"),
+        paths: CheckoutPaths {
+            dir: crate::config::worktree_root(store.common_dir(), &settings)
+                .join(LEAD_FOLDER)
+                .join(&id),
+            index: session_dir.join("checkout.index"),
+        },
     };
-    store.add_worktree_detached(&checkout.path, base)?;
+    store.make_checkout(&checkout.paths, base, LEAD_BRANCH)?;
     let plan_name = plan_name(&paths);
-    let plan_file = checkout.path.join(&plan_name);
+    let plan_file = checkout.paths.dir.join(&plan_name);
     let plan_file_text = plan_file.to_string_lossy().into_owned();
     let brief_text = brief::render(&brief::BriefInput {
         instruction: &opts.instruction,
@@ -440,7 +444,7 @@ pub async fn run(
             .map_err(io(format!("creating {}", round_dir.display())))?;
         let mut prompt = brief_text.clone();
         if round > 1 {
-            reset_checkout(&checkout.path, base)?;
+            reset_checkout(store, &checkout.paths, base)?;
             if let Some(bytes) = &last_bytes {
                 std::fs::write(&plan_file, bytes)
                     .map_err(io(format!("writing {}", plan_file.display())))?;
@@ -467,7 +471,7 @@ pub async fn run(
             AgentRun {
                 prompt: &prompt,
                 prompt_file: &prompt_file,
-                workdir: &checkout.path,
+                workdir: &checkout.paths.dir,
                 log_dir: &round_dir,
                 round,
                 rounds: opts.rounds,
@@ -482,7 +486,7 @@ pub async fn run(
             cancel,
         )
         .await;
-        let stray = stray_changes(&checkout.path, base, &plan_name);
+        let stray = stray_changes(store, &checkout.paths, base, &plan_name);
         session.cost_usd += ran.usage.cost_usd.unwrap_or(0.0);
 
         // What the agent wrote, checked as `plan check` checks it.
@@ -681,7 +685,7 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
         prompt_file: run.prompt_file,
         worktree: run.workdir,
         common_dir: run.common_dir,
-        branch_ref: None,
+        readable: Vec::new(),
         log_dir: run.log_dir,
         log_name: "agent",
         task: "lead",

@@ -20,6 +20,7 @@ use crate::gate::context::RetryContext;
 use crate::gate::{self, GateDef, Subject};
 use crate::plan::Subtask;
 use crate::process::{GroupChild, GroupSpec};
+use crate::store::refs::{Expected, RefUpdate};
 use crate::store::{Store, StoreError};
 
 use super::workspace::{self, AttemptPaths};
@@ -365,8 +366,9 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
         .acquire()
         .await
         .expect("the semaphore is never closed");
+    let start = job.start.unwrap_or(job.base);
     let made = blocking(&ctx, move |store| {
-        if let Err(e) = store.add_worktree(&p.worktree, &p.branch_ref) {
+        if let Err(e) = workspace::make_worktree(store, &p, start) {
             let why = e.to_string();
             workspace::abandon_unmade(store, &c.run, &task.id, n, &p, &why)?;
             return Ok(Err(why));
@@ -438,35 +440,19 @@ fn attempt_env(
     spec: &AgentSpec,
     port: u16,
 ) -> Vec<(String, String)> {
-    let ctx = &job.ctx;
-    let mut env = vec![
-        ("ORCH_RUN".into(), ctx.run.to_string()),
-        ("ORCH_PLAN".into(), ctx.plan().id.to_string()),
-        ("ORCH_TASK".into(), job.task.id.to_string()),
-        ("ORCH_ATTEMPT".into(), job.n.to_string()),
-        ("ORCH_OWNED_GLOBS".into(), job.task.owned_globs.join("\n")),
-        ("ORCH_BASE".into(), job.base.to_string()),
-        ("ORCH_PORT".into(), port.to_string()),
-        ("ORCH_AGENT".into(), spec.name.clone()),
-        (
-            "ORCH_PROMPT_FILE".into(),
-            paths.prompt.to_string_lossy().into_owned(),
-        ),
-    ];
-    // An explicit PORT wins over the attempt's block.
-    let explicit_port =
-        std::env::var_os("PORT").is_some() || spec.env.iter().any(|(k, _)| k == "PORT");
-    if !explicit_port {
-        env.push(("PORT".into(), port.to_string()));
+    workspace::AttemptEnv {
+        run: &job.ctx.run,
+        plan: &job.ctx.plan().id,
+        task: &job.task,
+        n: job.n,
+        base: job.base,
+        port,
+        agent: &spec.name,
+        agent_env: &spec.env,
+        paths,
+        retry: job.retry.is_some(),
     }
-    if job.retry.is_some() {
-        env.push((
-            "ORCH_RETRY_CONTEXT_FILE".into(),
-            paths.retry_context.to_string_lossy().into_owned(),
-        ));
-    }
-    env.extend(workspace::hooks_env(&paths.hooks));
-    env
+    .vars()
 }
 
 /// Variables that would point the child's git at the wrong repository.
@@ -502,13 +488,13 @@ async fn run_setup(
                 &sb,
                 spec.clone(),
                 &job.ctx.common_dir,
-                &paths.log_dir,
-                "setup-home",
+                &crate::launch::files_named_in(env),
             )
         });
-    let spawned = match confined {
-        Ok(s) => GroupChild::spawn(&s).map_err(|e| e.to_string()),
-        Err(why) => Err(why),
+    // Held until setup ends: its private home goes with it.
+    let spawned = match &confined {
+        Ok(c) => GroupChild::spawn(&c.group).map_err(|e| e.to_string()),
+        Err(why) => Err(why.clone()),
     };
     let ended = match spawned {
         Ok(mut c) => {
@@ -589,7 +575,7 @@ async fn run_agent(
         prompt_file: &paths.prompt,
         worktree: &paths.worktree,
         common_dir: &ctx.common_dir,
-        branch_ref: Some(&paths.branch_ref),
+        readable: crate::launch::files_named_in(env),
         log_dir: &paths.log_dir,
         log_name: "agent",
         task: job.task.id.as_str(),
@@ -731,7 +717,10 @@ async fn judge(
     agent_run: &AgentOutcome,
     cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
-    let committed = commit(job, spec, paths, agent_run.record.clone()).await?;
+    let committed = match commit(job, spec, paths, agent_run.record.clone()).await? {
+        Ok(c) => c,
+        Err(refused) => return Ok((Outcome::Failed, Some(refused))),
+    };
     failpoint("attempt.result-recorded").await;
     let stack = run_gates(job, spec, paths, env, &committed, cancel).await?;
     if cancel.is_cancelled() {
@@ -757,13 +746,15 @@ async fn commit(
     spec: &AgentSpec,
     paths: &AttemptPaths,
     agent: Option<Event>,
-) -> Result<Committed, RunError> {
+) -> Result<Result<Committed, Failure>, RunError> {
     let ctx = job.ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
-    let wt = paths.worktree.clone();
+    let p = paths.clone();
     let agent_name = spec.name.clone();
     let c = ctx.clone();
     let base = job.base;
+    let start = job.start.unwrap_or(base);
+    let limits = ctx.settings.import_limits();
     step(job, "committing the result");
     let permit = ctx
         .heavy
@@ -771,35 +762,73 @@ async fn commit(
         .await
         .expect("the semaphore is never closed");
     let committed = blocking(&ctx, move |store| {
-        let (commit_id, tree_id) =
-            match workspace::commit_result(store, &wt, &c.run, &task, n, &agent_name) {
-                Ok(made) => made,
-                Err(e) => {
-                    if let Some(agent) = agent {
-                        append(store, vec![agent])?;
-                    }
-                    return Err(e);
+        let made =
+            workspace::import_result(store, &p, start, &c.run, &task, n, &agent_name, limits);
+        let (commit_id, tree_id) = match made {
+            Ok(Ok(made)) => made,
+            Ok(Err(refused)) => {
+                let failure = Failure {
+                    class: FailureClass::Quarantine,
+                    reason: format!(
+                        "what the agent left in its worktree's git folder was refused: {refused}"
+                    ),
+                };
+                let end = Event::AttemptFinished {
+                    run_id: c.run.clone(),
+                    task,
+                    attempt: n,
+                    outcome: Outcome::Failed,
+                    failure: Some(failure.clone()),
+                };
+                append(store, agent.into_iter().chain([end]).collect())?;
+                return Ok(Err(failure));
+            }
+            Err(e) => {
+                if let Some(agent) = agent {
+                    append(store, vec![agent])?;
                 }
-            };
+                return Err(e.into());
+            }
+        };
         let (commit, tree) = (commit_id.to_string(), tree_id.to_string());
         let changed = store
             .diff_trees(store.commit_info(base)?.tree, tree_id)?
             .len();
         let result = Event::AttemptResult {
             run_id: c.run.clone(),
-            task,
+            task: task.clone(),
             attempt: n,
             commit,
             tree,
             changed,
         };
-        append(store, agent.into_iter().chain([result]).collect())?;
+        let events: Vec<Event> = agent.into_iter().chain([result]).collect();
+        // The attempt's branch follows its result; one a person moved
+        // meanwhile stays where they put it.
+        store.transact(|store| {
+            let refs = match store.ref_target(&p.branch_ref)? {
+                Some(at) if at == start && at != commit_id => vec![RefUpdate::set(
+                    &p.branch_ref,
+                    commit_id,
+                    Expected::At(start),
+                    &format!("orch: result of {task} attempt {n}"),
+                )],
+                _ => Vec::new(),
+            };
+            Ok::<_, RunError>((
+                crate::store::log::Operation {
+                    events: events.clone(),
+                    refs,
+                },
+                (),
+            ))
+        })?;
         let steps = store.commit_steps(base, commit_id)?;
-        Ok(Committed {
+        Ok(Ok(Committed {
             commit: commit_id,
             tree: tree_id,
             steps,
-        })
+        }))
     })
     .await?;
     drop(permit);
@@ -846,7 +875,8 @@ async fn run_gates(
         attempt: job.n,
         base_tree,
         result_tree: committed.tree,
-        worktree: paths.worktree.clone(),
+        result: committed.commit,
+        scratch: workspace::gate_scratch(&ctx.common_dir, &ctx.run, &job.task.id, job.n),
         env: env.to_vec(),
         log_dir: paths.log_dir.clone(),
         writer_agent: spec.name.clone(),

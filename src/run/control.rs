@@ -326,17 +326,6 @@ pub fn unkept(
     Ok(Some(Unkept { commits, kind }))
 }
 
-/// The commit checked out in the worktree at `dir`, if it has one: read
-/// from its HEAD file, else asked of git.
-pub fn worktree_head(store: &Store, dir: &std::path::Path) -> Option<crate::store::Oid> {
-    store.worktree_head(dir).or_else(|| {
-        crate::process::Git::new(dir)
-            .run(["rev-parse", "--verify", "-q", "HEAD"])
-            .ok()
-            .and_then(|s| store.parse_oid(s.trim()).ok())
-    })
-}
-
 /// Removes the worktrees and branches of attempts no longer needed, once
 /// every commit they hold is reachable from `refs/orch/keep` or another
 /// branch, tag or remote-tracking branch ([`archive_tips`]), so nothing is
@@ -473,6 +462,10 @@ pub fn cleanup(
             continue;
         };
         for run_dir in runs_dir.flatten() {
+            // Dot folders are no run's (lead agents' checkouts are in one).
+            if run_dir.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
             let Ok(entries) = std::fs::read_dir(run_dir.path()) else {
                 continue;
             };
@@ -633,21 +626,47 @@ fn clean_attempt(
     let path = PathBuf::from(&a.worktree);
     let branch_ref = format!("refs/heads/{}", a.branch);
     let tip = store.ref_target(&branch_ref)?;
-    let present = !a.cleaned && path.exists();
+    let present = !a.cleaned && std::fs::symlink_metadata(&path).is_ok();
+    let paths = super::workspace::recorded_paths(
+        store.common_dir(),
+        &run.id,
+        task,
+        a.n,
+        &a.branch,
+        path.clone(),
+    );
     let missing = (!a.cleaned && !present).then(|| path.clone());
     if !present && tip.is_none() && missing.is_none() {
         return Ok(None);
     }
+    // The commit a person left the worktree on, if not its branch's tip.
+    let mut head = None;
     let reason = if a.is_open() && driven {
         Some("its attempt is live; --force removes it".to_owned())
     } else if a.is_queued() && status == TaskStatus::Passed && run.finished.is_none() {
         Some("its result is under review (passed, not landed); --force removes it".to_owned())
-    } else if present && store.is_dirty(&path).unwrap_or(true) {
-        Some("it has uncommitted changes; --force removes it".to_owned())
+    } else if present {
+        let known: Vec<crate::store::Oid> = tip
+            .into_iter()
+            .chain(
+                a.result
+                    .as_ref()
+                    .and_then(|r| store.parse_oid(&r.commit).ok()),
+            )
+            .chain(store.parse_oid(&a.base).ok())
+            .collect();
+        match super::workspace::unrecorded_work(store, &paths, &known) {
+            Ok(u) => {
+                head = u.head;
+                u.why.map(|why| format!("{why}; --force removes it"))
+            }
+            Err(e) => Some(format!(
+                "whether it has uncommitted changes could not be told ({e}); --force removes it"
+            )),
+        }
     } else {
         None
     };
-    let forced_past = reason.is_some() && filter.force;
     if let Some(r) = reason.filter(|_| !filter.force) {
         return Ok(Some(Cleaned {
             worktree: present.then(|| path.clone()),
@@ -659,8 +678,7 @@ fn clean_attempt(
     }
     // Nothing that only this attempt holds is ever deleted, forced or not.
     let mut tips: Vec<crate::store::Oid> = tip.into_iter().collect();
-    if present
-        && let Some(head) = worktree_head(store, &path)
+    if let Some(head) = head
         && !tips.contains(&head)
     {
         tips.push(head);
@@ -701,12 +719,10 @@ fn clean_attempt(
         }));
     }
     if present {
-        if forced_past {
-            store.remove_worktree(&path, true)?;
-        } else {
-            // Found clean just above (`reason`).
-            store.remove_clean_worktree(&path)?;
-        }
+        // Found clean just above (`reason`), or forced past it.
+        store.remove_checkout(&paths.checkout())?;
+    } else {
+        let _ = std::fs::remove_file(&paths.index);
     }
     Ok(Some(Cleaned {
         worktree: present.then(|| path.clone()),
@@ -771,21 +787,6 @@ pub async fn gate_attempt(
             n,
         });
     };
-    let mut worktree = PathBuf::from(&attempt.worktree);
-    // Removes the scratch worktree when the gate ends, however it ends.
-    let mut scratch = None;
-    if !worktree.exists() {
-        // The attempt's worktree was cleaned up: command gates run on its
-        // result commit in a scratch worktree instead.
-        let commit = &result.commit;
-        worktree =
-            super::workspace::scratch_dir(store.common_dir()).join(format!("gate-{}", run.id));
-        scratch = Some(super::workspace::ScratchGuard::take(
-            store.common_dir(),
-            &worktree,
-        )?);
-        super::workspace::prepare_scratch(&store, &worktree, store.parse_oid(commit)?)?;
-    }
     // Settings are the run's; the diff is the attempt's own, from the
     // commit it started on (later attempts start from what landed).
     let run_base = store.parse_oid(&run.base)?;
@@ -793,8 +794,37 @@ pub async fn gate_attempt(
     let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
         .map_err(RunError::Settings)?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
+    let paths = super::workspace::recorded_paths(
+        store.common_dir(),
+        &run.id,
+        task,
+        n,
+        &attempt.branch,
+        PathBuf::from(&attempt.worktree),
+    );
+    // The agent's own section may set PORT; an agent no longer configured
+    // is named as it was.
+    let agent_env = crate::agent::AgentSpec::resolve(&attempt.agent, &settings.agents)
+        .map(|a| a.env)
+        .unwrap_or_default();
+    // The same environment the run gave the attempt's gates: a verdict
+    // recorded here is reused by the run as `cached`.
+    let env = super::workspace::AttemptEnv {
+        run: &run.id,
+        plan: &rev.plan.id,
+        task: &sub,
+        n,
+        base,
+        port: attempt.port,
+        agent: &attempt.agent,
+        agent_env: &agent_env,
+        paths: &paths,
+        retry: paths.retry_context.is_file(),
+    }
+    .vars();
+    let result_commit = store.parse_oid(&result.commit)?;
     let subject = crate::gate::Subject {
-        steps: store.commit_steps(base, store.parse_oid(&result.commit)?)?,
+        steps: store.commit_steps(base, result_commit)?,
         every_commit: settings.lands_attempt_commits(),
         on_gate: None,
         common_dir: store.common_dir().to_owned(),
@@ -802,20 +832,10 @@ pub async fn gate_attempt(
         attempt: n,
         base_tree: store.commit_info(base)?.tree,
         result_tree: store.parse_oid(&result.tree)?,
-        worktree: worktree.clone(),
-        env: vec![
-            ("ORCH_RUN".into(), run.id.to_string()),
-            ("ORCH_TASK".into(), task.to_string()),
-            ("ORCH_ATTEMPT".into(), n.to_string()),
-            ("ORCH_OWNED_GLOBS".into(), sub.owned_globs.join("\n")),
-            ("ORCH_BASE".into(), attempt.base.clone()),
-        ],
-        log_dir: store
-            .orch_dir()
-            .join("logs")
-            .join(run.id.as_str())
-            .join(task.as_str())
-            .join(format!("attempt-{n}")),
+        result: result_commit,
+        scratch: super::workspace::gate_scratch(store.common_dir(), &run.id, task, n),
+        env,
+        log_dir: paths.log_dir.clone(),
         writer_agent: attempt.agent.clone(),
         settings,
     };
@@ -832,7 +852,6 @@ pub async fn gate_attempt(
             .cloned()
     };
     let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &cancel).await?;
-    drop(scratch);
     store.append(
         outcome
             .verdicts

@@ -19,7 +19,7 @@ pub mod view;
 pub mod workspace;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::approval::{self, Verdict as ApprovalVerdict};
@@ -218,21 +218,6 @@ pub struct DryRun {
     pub settings: RunSettings,
     /// (task, status, would dispatch now).
     pub tasks: Vec<(String, String, bool)>,
-}
-
-/// The folder attempt worktrees go in by default: beside the repository,
-/// never inside it (`<parent>/<name>.orch`).
-fn default_root(common_dir: &Path) -> PathBuf {
-    let repo = if common_dir.file_name().is_some_and(|n| n == ".git") {
-        common_dir.parent().unwrap_or(common_dir)
-    } else {
-        common_dir
-    };
-    let name = repo
-        .file_name()
-        .map(|n| n.to_string_lossy().trim_end_matches(".git").to_owned())
-        .unwrap_or_else(|| "repo".into());
-    repo.parent().unwrap_or(repo).join(format!("{name}.orch"))
 }
 
 /// A run id: the plan id (shortened) and six random hex digits.
@@ -777,17 +762,9 @@ fn settings_at(store: &Store, base: Oid) -> Result<Settings, RunError> {
     Settings::from_values(&store.project_config(Some(base))?).map_err(RunError::Settings)
 }
 
-/// Where attempt worktrees go: `orch.worktreeRoot` (relative to the
-/// repository's parent folder), else beside the repository.
+/// Where attempt worktrees go (see [`crate::config::worktree_root`]).
 pub fn worktree_root(store: &Store, settings: &Settings) -> PathBuf {
-    match &settings.worktree_root {
-        Some(r) if r.is_absolute() => r.clone(),
-        Some(r) => default_root(store.common_dir())
-            .parent()
-            .map(|p| p.join(r))
-            .unwrap_or_else(|| r.clone()),
-        None => default_root(store.common_dir()),
-    }
+    crate::config::worktree_root(store.common_dir(), settings)
 }
 
 /// Settles what a driver needs to know about a run: the serial tasks from

@@ -1,19 +1,25 @@
-//! An attempt's workspace: its branch, worktree, port block, hook folder,
-//! prompt files, and the commit of whatever the agent leaves.
+//! An attempt's workspace: its branch, its checkout (a worktree with a
+//! git folder of its own, never a linked worktree of the repository), port
+//! block, hooks, prompt files, and the import of whatever the agent leaves.
 //!
 //! The branch and the `attempt_created` record are written in one ref
-//! transaction. The worktree is then added; if that fails, the branch is
+//! transaction. The checkout is then made; if that fails, the branch is
 //! deleted and the attempt recorded abandoned in one transaction again, so
 //! there is never a branch without a record or a record pointing at a
 //! branch that was never made.
+//!
+//! The agent commits into its checkout's own git folder (the quarantine,
+//! see [`crate::store::quarantine`]); the repository's branch of the
+//! attempt moves only when git-orch imports the result, from what it read
+//! as data, never from what the agent's git metadata says.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 
 use crate::event::{Event, Failure, FailureClass, Outcome, PORT_BLOCK};
 use crate::ids::{RunId, TaskId};
-use crate::process::Git;
 use crate::store::log::Operation;
+use crate::store::quarantine::{CheckoutPaths, ImportError, ImportLimits, Refusal};
 use crate::store::refs::{Expected, RefUpdate};
 use crate::store::{Oid, Store, StoreError};
 
@@ -25,46 +31,143 @@ pub struct AttemptPaths {
     /// `refs/heads/…` of the attempt branch.
     pub branch_ref: String,
     pub worktree: PathBuf,
+    /// git-orch's own index of the worktree, out of the agent's reach
+    /// ([`checkout_index`]).
+    pub index: PathBuf,
     /// `.git/orch/logs/<run>/<task>/attempt-<n>/`: agent and gate output.
     pub log_dir: PathBuf,
     /// `.git/orch/prompts/<run>/<task>-<n>.md`
     pub prompt: PathBuf,
     /// `.git/orch/prompts/<run>/<task>-<n>.retry.json`
     pub retry_context: PathBuf,
-    /// `.git/orch/hooks/<run>/<task>-<n>/`: the hooks the agent's git runs.
-    pub hooks: PathBuf,
+}
+
+impl AttemptPaths {
+    /// The worktree as a checkout: its folder and git-orch's index of it.
+    pub fn checkout(&self) -> CheckoutPaths {
+        CheckoutPaths {
+            dir: self.worktree.clone(),
+            index: self.index.clone(),
+        }
+    }
+
+    /// The branch name without `refs/heads/` (also the branch of the
+    /// worktree's own git folder).
+    pub fn branch(&self) -> &str {
+        self.branch_ref
+            .strip_prefix("refs/heads/")
+            .unwrap_or(&self.branch_ref)
+    }
+}
+
+/// git-orch's index of attempt `n` of `task`'s worktree:
+/// `.git/orch/checkouts/<run>/<task>-<n>.index`.
+pub fn checkout_index(common_dir: &Path, run: &RunId, task: &TaskId, n: u32) -> PathBuf {
+    common_dir
+        .join("orch")
+        .join("checkouts")
+        .join(run.as_str())
+        .join(format!("{task}-{n}.index"))
 }
 
 /// The paths of attempt `n` of `task`.
 pub fn paths(ctx: &RunContext, task: &crate::plan::Subtask, n: u32) -> AttemptPaths {
-    let orch = ctx.common_dir.join("orch");
     let branch = match &task.branch {
         Some(prefix) => format!("{prefix}/{}/attempt-{n}", ctx.run),
         None => format!("orch/{}/{}/attempt-{n}", ctx.run, task.id),
     };
+    let worktree = ctx
+        .worktree_root
+        .join(ctx.run.as_str())
+        .join(format!("{}-{n}", task.id));
+    recorded_paths(&ctx.common_dir, &ctx.run, &task.id, n, &branch, worktree)
+}
+
+/// The paths of attempt `n` of `task`, from its record (its branch
+/// without `refs/heads/`, its worktree).
+pub fn recorded_paths(
+    common_dir: &Path,
+    run: &RunId,
+    task: &TaskId,
+    n: u32,
+    branch: &str,
+    worktree: PathBuf,
+) -> AttemptPaths {
+    let orch = common_dir.join("orch");
     AttemptPaths {
         branch_ref: format!("refs/heads/{branch}"),
-        worktree: ctx
-            .worktree_root
-            .join(ctx.run.as_str())
-            .join(format!("{}-{n}", task.id)),
+        worktree,
+        index: checkout_index(common_dir, run, task, n),
         log_dir: orch
             .join("logs")
-            .join(ctx.run.as_str())
-            .join(task.id.as_str())
+            .join(run.as_str())
+            .join(task.as_str())
             .join(format!("attempt-{n}")),
         prompt: orch
             .join("prompts")
-            .join(ctx.run.as_str())
-            .join(format!("{}-{n}.md", task.id)),
+            .join(run.as_str())
+            .join(format!("{task}-{n}.md")),
         retry_context: orch
             .join("prompts")
-            .join(ctx.run.as_str())
-            .join(format!("{}-{n}.retry.json", task.id)),
-        hooks: orch
-            .join("hooks")
-            .join(ctx.run.as_str())
-            .join(format!("{}-{n}", task.id)),
+            .join(run.as_str())
+            .join(format!("{task}-{n}.retry.json")),
+    }
+}
+
+/// The scratch checkout attempt `n` of `task`'s gates run in:
+/// `.git/orch/scratch/gate-<run>-<task>-<n>`.
+pub fn gate_scratch(common_dir: &Path, run: &RunId, task: &TaskId, n: u32) -> PathBuf {
+    scratch_dir(common_dir).join(format!("gate-{run}-{task}-{n}"))
+}
+
+/// Who an attempt is, for the environment of every process it runs
+/// (setup, agent, gates; `git orch gate` too, so a verdict it records
+/// means what the run's would).
+pub struct AttemptEnv<'a> {
+    pub run: &'a RunId,
+    pub plan: &'a crate::ids::PlanId,
+    pub task: &'a crate::plan::Subtask,
+    pub n: u32,
+    pub base: Oid,
+    pub port: u16,
+    /// The agent's name, and what its section sets in the environment.
+    pub agent: &'a str,
+    pub agent_env: &'a [(String, String)],
+    pub paths: &'a AttemptPaths,
+    /// Whether it was given a retry context.
+    pub retry: bool,
+}
+
+impl AttemptEnv<'_> {
+    /// The `ORCH_*` variables and `PORT`.
+    pub fn vars(&self) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("ORCH_RUN".into(), self.run.to_string()),
+            ("ORCH_PLAN".into(), self.plan.to_string()),
+            ("ORCH_TASK".into(), self.task.id.to_string()),
+            ("ORCH_ATTEMPT".into(), self.n.to_string()),
+            ("ORCH_OWNED_GLOBS".into(), self.task.owned_globs.join("\n")),
+            ("ORCH_BASE".into(), self.base.to_string()),
+            ("ORCH_PORT".into(), self.port.to_string()),
+            ("ORCH_AGENT".into(), self.agent.to_owned()),
+            (
+                "ORCH_PROMPT_FILE".into(),
+                self.paths.prompt.to_string_lossy().into_owned(),
+            ),
+        ];
+        // An explicit PORT wins over the attempt's block.
+        let explicit_port =
+            std::env::var_os("PORT").is_some() || self.agent_env.iter().any(|(k, _)| k == "PORT");
+        if !explicit_port {
+            env.push(("PORT".into(), self.port.to_string()));
+        }
+        if self.retry {
+            env.push((
+                "ORCH_RETRY_CONTEXT_FILE".into(),
+                self.paths.retry_context.to_string_lossy().into_owned(),
+            ));
+        }
+        env
     }
 }
 
@@ -193,21 +296,24 @@ pub fn abandon_unmade(
     Ok(())
 }
 
-/// Writes the attempt's hook folder: a pre-commit hook that refuses staged
-/// paths outside the owned globs, then hands over to the hook that was in
-/// effect before; every other hook of that folder is chained as is.
-/// `exe` is this program, called back as `git-orch hook pre-commit`;
-/// `original` is the repository's own hook folder
-/// ([`original_hooks_dir`], read once per run).
+/// Writes the hooks of the worktree's own git folder: a pre-commit hook
+/// that refuses staged paths outside the owned globs, then hands over to
+/// the hook that was in effect in the repository; every other hook of
+/// that folder is chained as is. The agent may rewrite them all: they
+/// help it stay in scope, and the scope gate is what enforces it. `exe` is
+/// this program, called back as `git-orch hook pre-commit`; `original` is
+/// the repository's own hook folder ([`original_hooks_dir`], read once
+/// per run).
 pub fn install_hooks(
     original: &Path,
     p: &AttemptPaths,
     owned: &[String],
     exe: &Path,
 ) -> Result<(), StoreError> {
-    let io = |e| StoreError::io(format!("writing hooks in {}", p.hooks.display()), e);
-    std::fs::create_dir_all(&p.hooks).map_err(io)?;
-    let globs_file = p.hooks.join("owned-globs");
+    let hooks = p.checkout().quarantine().join("hooks");
+    let io = |e| StoreError::io(format!("writing hooks in {}", hooks.display()), e);
+    std::fs::create_dir_all(&hooks).map_err(io)?;
+    let globs_file = p.checkout().quarantine().join("orch-owned-globs");
     std::fs::write(&globs_file, owned.join("\n") + "\n").map_err(io)?;
     let mut names: Vec<String> = std::fs::read_dir(original)
         .map(|rd| {
@@ -235,7 +341,7 @@ pub fn install_hooks(
             "if [ -x {h} ]; then exec {h} \"$@\"; fi\nexit 0\n",
             h = sh_quote(&chained.to_string_lossy())
         ));
-        let path = p.hooks.join(&name);
+        let path = hooks.join(&name);
         std::fs::write(&path, script).map_err(io)?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
@@ -266,308 +372,175 @@ pub fn original_hooks_dir(store: &Store) -> Result<PathBuf, StoreError> {
 /// Single-quotes a value for `sh` (the one helper lives in `process`).
 pub use crate::process::shell_quote as sh_quote;
 
-/// Environment that points the agent's git at the attempt's hook folder
-/// without touching any config file: git reads `GIT_CONFIG_COUNT`,
-/// `GIT_CONFIG_KEY_<n>` and `GIT_CONFIG_VALUE_<n>` (appended after any the
-/// user already set).
-pub fn hooks_env(hooks: &Path) -> Vec<(String, String)> {
-    let n: usize = std::env::var("GIT_CONFIG_COUNT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    vec![
-        ("GIT_CONFIG_COUNT".into(), (n + 1).to_string()),
-        (format!("GIT_CONFIG_KEY_{n}"), "core.hooksPath".into()),
-        (
-            format!("GIT_CONFIG_VALUE_{n}"),
-            hooks.to_string_lossy().into_owned(),
-        ),
-    ]
+/// What an attempt's worktree holds that the repository does not.
+#[derive(Debug, Default)]
+pub struct Unrecorded {
+    /// Why removing it would lose something, if it would.
+    pub why: Option<String>,
+    /// The commit its HEAD is on, when the repository has a record of it
+    /// (a person may have committed there by hand).
+    pub head: Option<Oid>,
 }
 
-/// Commits whatever the agent left uncommitted in `worktree` as the
-/// attempt's result commit, with trailers naming run, task and attempt;
-/// when it left nothing uncommitted, its own last commit is the result.
-/// Returns (commit, tree). Hooks are skipped: the result is judged by the
-/// gates, including what the agent should not have written.
-pub fn commit_result(
+/// What the attempt's worktree holds that its records do not: files
+/// changed or added since they were last recorded, and, for a worktree
+/// whose agent never handed it over (an interrupted attempt), commits in
+/// its own git folder beyond the `known` ones (its branch tip, result and
+/// base), which were never imported. Asked of git with the repository's
+/// own record of the worktree, or git-orch's index of it; whatever the
+/// worktree's `.git` says is never read as configuration.
+pub fn unrecorded_work(
     store: &Store,
-    worktree: &Path,
+    p: &AttemptPaths,
+    known: &[Oid],
+) -> Result<Unrecorded, StoreError> {
+    let changed = |changes: Vec<String>| {
+        changes.first().map(|path| {
+            let more = match changes.len() {
+                1 => String::new(),
+                n => format!(" and {} more", n - 1),
+            };
+            format!("it has uncommitted changes ({path:?}{more})")
+        })
+    };
+    if let Some((changes, head)) = store.linked_worktree_state(&p.worktree)? {
+        return Ok(Unrecorded {
+            why: changed(changes),
+            head,
+        });
+    }
+    let checkout = p.checkout();
+    if !p.index.is_file() {
+        // Lost: compare by content.
+        let Some(commit) = known.first() else {
+            return Ok(Unrecorded {
+                why: Some("git-orch has no record of its files".into()),
+                head: None,
+            });
+        };
+        store.index_from(&checkout, *commit)?;
+    }
+    let changes = store.checkout_changes(&checkout)?;
+    if let Some(why) = changed(changes.into_iter().map(|(p, _)| p).collect()) {
+        return Ok(Unrecorded {
+            why: Some(why),
+            head: None,
+        });
+    }
+    let why = if std::fs::symlink_metadata(checkout.quarantine()).is_ok_and(|m| m.is_dir()) {
+        match store.quarantine_tip(&p.worktree, p.branch()) {
+            Ok(tip) if known.contains(&tip) => None,
+            Ok(tip) => Some(format!(
+                "its own git folder has commits git-orch did not import (at {})",
+                &tip.to_string()[..12]
+            )),
+            Err(why) => Some(format!("its own git folder was changed: {why}")),
+        }
+    } else {
+        None
+    };
+    Ok(Unrecorded { why, head: None })
+}
+
+/// Makes the attempt's worktree: the files of `start` and a git folder of
+/// its own with the attempt's branch there at `start`. A half-made one is
+/// removed again (it is git-orch's own, and nothing is in it yet).
+pub fn make_worktree(store: &Store, p: &AttemptPaths, start: Oid) -> Result<(), StoreError> {
+    if let Some(parent) = p.worktree.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+    }
+    let occupied = std::fs::read_dir(&p.worktree).is_ok_and(|mut e| e.next().is_some());
+    if occupied {
+        {
+            return Err(StoreError::io(
+                format!("making the worktree {}", p.worktree.display()),
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the folder exists and is not empty",
+                ),
+            ));
+        }
+    }
+    let made = store.make_checkout(&p.checkout(), start, p.branch());
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&p.worktree);
+        let _ = std::fs::remove_file(&p.index);
+    }
+    made
+}
+
+/// The attempt's result: the agent's own commits imported from its
+/// worktree's git folder (read as data, see
+/// [`crate::store::quarantine`]), then whatever it left uncommitted
+/// committed on top with trailers naming run, task and attempt. When it
+/// left nothing uncommitted, its own last commit is the result; when it
+/// changed nothing, the result is `start`. Either way the worktree's git
+/// folder is written anew at the result, so nothing the agent left there
+/// stays for a person (or a later git) to trip over. Returns (commit,
+/// tree), or what in the git folder was refused.
+#[allow(clippy::too_many_arguments)]
+pub fn import_result(
+    store: &Store,
+    p: &AttemptPaths,
+    start: Oid,
     run: &RunId,
     task: &TaskId,
     n: u32,
     agent: &str,
-) -> Result<(Oid, Oid), RunError> {
-    let git = Git::new(worktree)
-        .env("GIT_AUTHOR_NAME", format!("git-orch agent ({agent})"))
-        .env("GIT_AUTHOR_EMAIL", "agent@git-orch.invalid")
-        .env("GIT_COMMITTER_NAME", "git-orch")
-        .env("GIT_COMMITTER_EMAIL", crate::store::ORCH_EMAIL);
+    limits: ImportLimits,
+) -> Result<Result<(Oid, Oid), Refusal>, StoreError> {
+    let checkout = p.checkout();
+    let head = match store.import_quarantine(&p.worktree, p.branch(), start, limits) {
+        Ok(imported) => imported.head,
+        Err(ImportError::Refused(why)) => {
+            hand_over(store, p)?;
+            return Ok(Err(why));
+        }
+        Err(ImportError::Store(e)) => return Err(e),
+    };
     // Aider's repo-map cache is not the agent's work.
-    git.run(["add", "-A", "--", ".", ":(exclude).aider*"])
-        .map_err(RunError::Commit)?;
-    let message = format!(
-        "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
-    );
-    // Commit first: a commit with nothing staged fails, and only then is
-    // it worth asking why. git-orch runs maintenance itself (every 1000
-    // events), not after each result.
-    let committed = git
-        .output([
-            "-c",
-            "commit.gpgSign=false",
-            "-c",
-            "maintenance.auto=false",
-            "-c",
-            "gc.auto=0",
-            "commit",
-            "-q",
-            "--no-verify",
-            "-m",
+    let tree = store.snapshot_tree(&checkout, &[".aider*"])?;
+    let commit = if store.commit_info(head)?.tree == tree {
+        head
+    } else {
+        let message = format!(
+            "orch: result of {task} attempt {n}\n\nOrch-Run: {run}\nOrch-Task: {task}\nOrch-Attempt: {n}\nOrch-Agent: {agent}\n"
+        );
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        store.write_commit_by(
+            (
+                &format!("git-orch agent ({agent})"),
+                "agent@git-orch.invalid",
+                now,
+                0,
+            ),
             &message,
-        ])
-        .map_err(RunError::Commit)?;
-    if !committed.status.success() {
-        // Everything committed already (the agent committed its own
-        // work): its last commit is the result; no empty commit of ours.
-        let staged = git
-            .output(["diff", "--cached", "--quiet"])
-            .map_err(RunError::Commit)?;
-        if !staged.status.success() {
-            return Err(RunError::Commit(crate::process::ProcessError::Failed {
-                command: "git commit".into(),
-                status: committed.status.to_string(),
-                stderr: String::from_utf8_lossy(&committed.stderr).trim().to_owned(),
-            }));
-        }
-    }
-    let commit = match store.worktree_head(worktree) {
-        Some(c) => c,
-        None => {
-            let (c, _) = head_and_tree(&git).map_err(RunError::Commit)?;
-            store.parse_oid(&c)?
-        }
+            tree,
+            &[head],
+        )?
     };
-    let tree = store.commit_info(commit)?.tree;
-    Ok((commit, tree))
+    hand_over(store, p)?;
+    Ok(Ok((commit, tree)))
 }
 
-/// The worktree's HEAD commit and its tree, from one `git rev-parse`.
-fn head_and_tree(git: &Git) -> Result<(String, String), crate::process::ProcessError> {
-    let out = git.run(["rev-parse", "HEAD", "HEAD^{tree}"])?;
-    let mut lines = out.lines().map(str::trim);
-    match (lines.next(), lines.next()) {
-        (Some(commit), Some(tree)) if !commit.is_empty() && !tree.is_empty() => {
-            Ok((commit.to_owned(), tree.to_owned()))
-        }
-        _ => Err(crate::process::ProcessError::Failed {
-            command: "git rev-parse HEAD HEAD^{tree}".into(),
-            status: "unexpected output".into(),
-            stderr: format!("expected a commit and a tree, got {out:?}"),
-        }),
-    }
+/// Once the agent is gone and its work imported, the worktree becomes an
+/// ordinary linked worktree of the repository on the attempt's branch,
+/// for a person to look at or finish by hand: its git folder (whatever the
+/// agent left there) is replaced by git's own record of it in the
+/// repository, where the agent never could write. git-orch's index of the
+/// files is that record's index. The branch itself moves to `commit` with
+/// the result's record.
+fn hand_over(store: &Store, p: &AttemptPaths) -> Result<(), StoreError> {
+    store.adopt_worktree(&p.worktree, &p.branch_ref, &p.index)
 }
 
-/// Puts a scratch worktree of git-orch's own (under `.git/orch/scratch/`)
-/// at `commit`, detached, making it if needed. It is not a user's working
-/// tree, so it may be forced and cleaned at will.
-pub fn prepare_scratch(store: &Store, scratch: &Path, commit: Oid) -> Result<(), StoreError> {
-    if scratch.join(".git").exists() {
-        let git = Git::new(scratch);
-        let reused = git
-            .run(["checkout", "-q", "--detach", "--force", &commit.to_string()])
-            .and_then(|_| git.run(["clean", "-q", "-f", "-d", "-x"]));
-        if reused.is_ok() {
-            return Ok(());
-        }
-        // Half made by a process killed while adding it: start over (it is
-        // ours, under .git/orch/, and holds nothing of the user's).
-    }
-    let _ = std::fs::remove_dir_all(scratch);
-    store.forget_worktree(scratch)?;
-    store.prune_worktrees()?;
-    store.add_worktree_detached(scratch, commit)
-}
-
-/// The folder of git-orch's scratch worktrees, `.git/orch/scratch/`.
-pub fn scratch_dir(common_dir: &Path) -> PathBuf {
-    common_dir.join("orch").join("scratch")
-}
-
-/// The lock that says a scratch worktree is in use (`<name>.lock` beside
-/// it). Lock files stay: removing one while another process waits on it
-/// would let two holders in.
-fn scratch_lock(scratch: &Path) -> PathBuf {
-    let mut name = scratch.file_name().unwrap_or_default().to_os_string();
-    name.push(".lock");
-    scratch.with_file_name(name)
-}
-
-/// Holds a scratch worktree (`.git/orch/scratch/<name>`) for one landing
-/// or one `git orch gate`, and removes it when dropped, however the
-/// landing or gate ends. Its lock tells `git orch cleanup` that the
-/// worktree is in use.
-#[derive(Debug)]
-pub struct ScratchGuard {
-    common_dir: PathBuf,
-    path: PathBuf,
-    _lock: crate::store::lock::LockGuard,
-}
-
-impl ScratchGuard {
-    /// Takes the scratch worktree at `path` (made later, by
-    /// [`prepare_scratch`]).
-    pub fn take(common_dir: &Path, path: &Path) -> Result<Self, StoreError> {
-        let lock = scratch_lock(path);
-        make_parent(&lock)?;
-        let guard = crate::store::lock::acquire(
-            &lock,
-            &format!("using the scratch worktree {}", path.display()),
-            std::time::Duration::from_secs(60),
-        )?;
-        Ok(Self {
-            common_dir: common_dir.to_owned(),
-            path: path.to_owned(),
-            _lock: guard,
-        })
-    }
-}
-
-impl Drop for ScratchGuard {
-    fn drop(&mut self) {
-        // Best effort: one left behind (a failing git) is what `git orch
-        // cleanup` sweeps and `git orch fsck` reports.
-        if let Ok(store) = Store::open(&self.common_dir) {
-            let _ = remove_scratch(&store, &self.path);
-        }
-    }
-}
-
-fn make_parent(path: &Path) -> Result<(), StoreError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
-    }
-    Ok(())
-}
-
-/// A merge queue's scratch worktree, kept from one landing to the next:
-/// each landing moves it to its candidate (the files that differ, not a
-/// whole checkout). Its lock is taken at the first landing and held until
-/// the queue (every clone of it) is dropped, at the end of the run or of
-/// `git orch merge`, which removes the worktree: `git orch cleanup` and
-/// `git orch fsck` see it in use meanwhile.
-#[derive(Debug)]
-pub struct KeptScratch {
-    common_dir: PathBuf,
-    path: PathBuf,
-    lock: std::sync::Mutex<Option<crate::store::lock::LockGuard>>,
-}
-
-/// The scratch worktree one landing uses: the queue's kept one, or, while
-/// another process holds that, one of its own, removed when this is
-/// dropped.
-#[derive(Debug)]
-pub struct ScratchUse {
-    pub path: PathBuf,
-    _own: Option<ScratchGuard>,
-}
-
-impl KeptScratch {
-    pub fn new(common_dir: &Path, path: &Path) -> Self {
-        Self {
-            common_dir: common_dir.to_owned(),
-            path: path.to_owned(),
-            lock: std::sync::Mutex::new(None),
-        }
-    }
-
-    /// The scratch worktree for one landing of this queue. Landings of one
-    /// queue come one at a time (the queue lock), so the kept worktree is
-    /// never shared within a process; a queue of another process (`git
-    /// orch merge` of a run its driver lands too) gets a worktree named
-    /// after its process instead of waiting for this one.
-    pub fn take(&self) -> Result<ScratchUse, StoreError> {
-        let mut held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if held.is_none() {
-            let lock = scratch_lock(&self.path);
-            make_parent(&lock)?;
-            match crate::store::lock::try_acquire(&lock, "landing through this scratch worktree")? {
-                Ok(guard) => *held = Some(guard),
-                Err(_busy) => {
-                    let mut name = self.path.file_name().unwrap_or_default().to_os_string();
-                    name.push(format!("-{}", std::process::id()));
-                    let own = self.path.with_file_name(name);
-                    return Ok(ScratchUse {
-                        _own: Some(ScratchGuard::take(&self.common_dir, &own)?),
-                        path: own,
-                    });
-                }
-            }
-        }
-        Ok(ScratchUse {
-            path: self.path.clone(),
-            _own: None,
-        })
-    }
-}
-
-impl Drop for KeptScratch {
-    fn drop(&mut self) {
-        let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
-        if held.is_some()
-            && let Ok(store) = Store::open(&self.common_dir)
-        {
-            let _ = remove_scratch(&store, &self.path);
-        }
-        // The lock goes after the worktree.
-        held.take();
-    }
-}
-
-/// Removes a scratch worktree: its folder and git's record of it. It is
-/// git-orch's own, under `.git/orch/`, and holds nothing of a person's, so
-/// removal is forced.
-pub fn remove_scratch(store: &Store, scratch: &Path) -> Result<(), StoreError> {
-    if scratch.exists() && store.remove_worktree(scratch, true).is_ok() && !scratch.exists() {
-        return Ok(());
-    }
-    match std::fs::remove_dir_all(scratch) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(StoreError::io(format!("removing {}", scratch.display()), e)),
-    }
-    store.forget_worktree(scratch)
-}
-
-/// A scratch worktree found by [`idle_scratch`]: its path and, when no
-/// landing or gate uses it, its lock (held until dropped).
-pub type FoundScratch = (PathBuf, Option<crate::store::lock::LockGuard>);
-
-/// Every scratch worktree folder under `.git/orch/scratch/` (whose name
-/// `keep` accepts), each with its lock when it is idle: a landing or gate
-/// that crashed left it. A busy one comes with `None`.
-pub fn idle_scratch(
-    store: &Store,
-    keep: &dyn Fn(&str) -> bool,
-) -> Result<Vec<FoundScratch>, StoreError> {
-    let dir = scratch_dir(store.common_dir());
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Ok(Vec::new());
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let path = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if !path.is_dir() || !keep(&name) {
-            continue;
-        }
-        let lock = crate::store::lock::try_acquire(&scratch_lock(&path), "cleaning up")?.ok();
-        out.push((path, lock));
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(out)
-}
+pub use crate::store::scratch::{
+    FoundScratch, KeptScratch, ScratchGuard, ScratchUse, idle_scratch, prepare_scratch,
+    remove_scratch, scratch_dir,
+};
 
 /// The tree of `commit`.
 pub fn tree_of(store: &Store, commit: Oid) -> Result<Oid, StoreError> {

@@ -65,7 +65,7 @@ impl Store {
     /// stamp or a fresh parent), skipping the existence check that
     /// `Repository::write_object` makes: a `stat` per object, on the hot
     /// path of every append. Writing an object that exists is harmless.
-    fn write_new(&self, kind: gix::objs::Kind, bytes: &[u8]) -> gix::Result<Oid> {
+    pub(super) fn write_new(&self, kind: gix::objs::Kind, bytes: &[u8]) -> gix::Result<Oid> {
         gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
     }
 

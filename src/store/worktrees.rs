@@ -1,13 +1,16 @@
-//! Linked worktrees for attempts: add, remove, list, and the questions the
-//! runner asks about a working tree (is it dirty?).
+//! Linked worktrees: git's records of them (`.git/worktrees/*/`), the
+//! adoption of an attempt's worktree once its agent is gone, and the
+//! questions git-orch asks about a working tree (is it dirty?).
 //!
-//! Adding goes through gix, which checks out in parallel and rolls the
-//! registration back if checkout fails. Removal refuses dirty worktrees
-//! unless forced. Dirtiness is asked of `git status`, which knows every
-//! rule (ignores, submodules, the index) a user expects.
+//! An attempt's worktree is never a linked worktree while its agent runs
+//! (see [`super::quarantine`]); afterwards it becomes one, with a record
+//! written here. Questions about a linked worktree are asked of git with
+//! that record as its git directory ([`crate::process::HardenedGit`]),
+//! never through the folder's own `.git`. The user's main checkout is
+//! asked with plain `git status`, which knows every rule (ignores,
+//! submodules, the index) a user expects.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
 
 use super::{Result, Store, StoreError, full_name};
 
@@ -27,47 +30,117 @@ pub struct LinkedWorktree {
 const WORKTREES_LOCK: &str = "worktrees.lock";
 
 impl Store {
-    /// Adds a linked worktree at `path` with `branch` (a full ref name,
-    /// which must exist) checked out.
-    pub fn add_worktree(&self, path: &Path, branch: &str) -> Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
-        }
-        let name = full_name(branch)?;
-        let interrupt = AtomicBool::new(false);
-        // gix reads every registered worktree while adding one; another add
-        // half done (its gitdir file still empty) makes that fail, so adds
-        // are taken one at a time, across processes too.
+    /// Makes the folder `dir`, which holds the files of `branch` (a full
+    /// ref name) and whatever `.git` something else left there, a linked
+    /// worktree of the repository on that branch: its `.git` is replaced
+    /// by one written here, and git's record of it (`HEAD` on the branch,
+    /// `index` a copy of `index`, which must describe the files) is made
+    /// in the repository's own git directory, where nothing that ran in
+    /// the folder could write. Files are not touched.
+    pub fn adopt_worktree(&self, dir: &Path, branch: &str, index: &Path) -> Result<()> {
+        full_name(branch)?;
         let _one_at_a_time = self.lock(WORKTREES_LOCK, "adding a worktree")?;
-        self.repo
-            .add_worktree(
-                path,
-                gix::worktree::add::Head::Attached(name),
-                gix::progress::Discard,
-                &interrupt,
-            )
-            .map(|_| ())
-            .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
+        let io = |what: String| move |e| StoreError::io(what, e);
+        let dot_git = dir.join(".git");
+        match std::fs::symlink_metadata(&dot_git) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&dot_git),
+            Ok(_) => std::fs::remove_file(&dot_git),
+            Err(_) => Ok(()),
+        }
+        .map_err(io(format!("removing {}", dot_git.display())))?;
+        let records = self.common_dir().join("worktrees");
+        let base = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "worktree".into());
+        let mut name = base.clone();
+        let mut n = 1;
+        while std::fs::symlink_metadata(records.join(&name)).is_ok() {
+            name = format!("{base}{n}");
+            n += 1;
+        }
+        let admin = records.join(&name);
+        std::fs::create_dir_all(&admin).map_err(io(format!("creating {}", admin.display())))?;
+        let write = |file: &str, text: String| {
+            let path = admin.join(file);
+            std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))
+        };
+        write("HEAD", format!("ref: {branch}\n"))?;
+        write("commondir", "../..\n".into())?;
+        std::fs::copy(index, admin.join("index"))
+            .map_err(io(format!("writing {}", admin.join("index").display())))?;
+        // Last: a record with a `gitdir` is whole.
+        write("gitdir", format!("{}\n", dot_git.display()))?;
+        std::fs::write(&dot_git, format!("gitdir: {}\n", admin.display()))
+            .map_err(io(format!("writing {}", dot_git.display())))
     }
 
-    /// Adds a linked worktree at `path` with a detached HEAD at `commit`.
-    pub fn add_worktree_detached(&self, path: &Path, commit: super::Oid) -> Result<()> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| StoreError::io(format!("creating {}", parent.display()), e))?;
+    /// The repository's own record of the linked worktree at `dir`
+    /// (`.git/worktrees/<name>/`), found from the records' side: the
+    /// folder's `.git` file is not read.
+    pub fn worktree_record(&self, dir: &Path) -> Option<PathBuf> {
+        let want = dir.join(".git");
+        std::fs::read_dir(self.common_dir().join("worktrees"))
+            .ok()?
+            .flatten()
+            .find(|e| {
+                std::fs::read_to_string(e.path().join("gitdir"))
+                    .is_ok_and(|g| Path::new(g.trim()) == want)
+            })
+            .map(|e| e.path())
+    }
+
+    /// What the linked worktree at `dir` holds beyond its branch: changed
+    /// and untracked (not ignored) paths, asked of git with the
+    /// repository's own record of the worktree (never its `.git` file),
+    /// and the commit its HEAD is on. `None` if git has no record of it.
+    pub fn linked_worktree_state(
+        &self,
+        dir: &Path,
+    ) -> Result<Option<(Vec<String>, Option<super::Oid>)>> {
+        let Some(record) = self.worktree_record(dir) else {
+            return Ok(None);
+        };
+        let out = crate::process::HardenedGit::new(&record)
+            .work_tree(dir)
+            .output([
+                "status",
+                "--porcelain",
+                "-z",
+                "--untracked-files=normal",
+                "--ignore-submodules=all",
+                "--no-renames",
+            ])?;
+        if !out.status.success() {
+            return Err(StoreError::Process(crate::process::ProcessError::Failed {
+                command: format!("git status in {}", dir.display()),
+                status: out.status.to_string(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            }));
         }
-        let interrupt = AtomicBool::new(false);
-        let _one_at_a_time = self.lock(WORKTREES_LOCK, "adding a worktree")?;
-        self.repo
-            .add_worktree(
-                path,
-                gix::worktree::add::Head::Detached(commit),
-                gix::progress::Discard,
-                &interrupt,
-            )
-            .map(|_| ())
-            .map_err(|e| StoreError::git(format!("adding worktree {}", path.display()), e))
+        let paths = out
+            .stdout
+            .split(|b| *b == 0)
+            .filter(|e| e.len() > 3)
+            .map(|e| String::from_utf8_lossy(&e[3..]).into_owned())
+            .collect();
+        Ok(Some((paths, self.record_head(&record))))
+    }
+
+    /// The commit the linked worktree at `dir` is on, from the
+    /// repository's record of it; `None` without one.
+    pub fn linked_worktree_head(&self, dir: &Path) -> Option<super::Oid> {
+        self.record_head(&self.worktree_record(dir)?)
+    }
+
+    /// The commit the HEAD of a worktree record names.
+    fn record_head(&self, record: &Path) -> Option<super::Oid> {
+        let head = std::fs::read_to_string(record.join("HEAD")).ok()?;
+        let head = head.trim();
+        match head.strip_prefix("ref:") {
+            Some(name) => self.ref_target(name.trim()).ok().flatten(),
+            None => self.parse_oid(head).ok(),
+        }
     }
 
     /// Drops the registration of a worktree whose folder is gone, even when
@@ -189,35 +262,6 @@ impl Store {
         out
     }
 
-    /// Removes the linked worktree at `path`; dirty ones only with `force`.
-    pub fn remove_worktree(&self, path: &Path, force: bool) -> Result<()> {
-        let _one_at_a_time = self.lock(WORKTREES_LOCK, "removing a worktree")?;
-        let mut args = vec!["worktree", "remove"];
-        if force {
-            args.push("--force");
-        }
-        let p = path.to_string_lossy();
-        args.push(&p);
-        self.git().run(&args)?;
-        Ok(())
-    }
-
-    /// Removes the linked worktree at `path`, which [`Store::is_dirty`] has
-    /// just found clean, without starting git: its folder, then git's
-    /// record of it (what `git worktree remove` does after repeating that
-    /// check). A worktree that is locked or has a `.gitmodules` goes
-    /// through `git worktree remove` instead, which refuses the first and
-    /// checks the submodules of the second itself.
-    pub fn remove_clean_worktree(&self, path: &Path) -> Result<()> {
-        let locked = linked_git_dir(path).is_none_or(|a| a.join("locked").exists());
-        if locked || path.join(".gitmodules").exists() {
-            return self.remove_worktree(path, false);
-        }
-        std::fs::remove_dir_all(path)
-            .map_err(|e| StoreError::io(format!("removing {}", path.display()), e))?;
-        self.forget_worktree(path)
-    }
-
     /// `git worktree prune`: forget worktrees whose folders are gone.
     pub fn prune_worktrees(&self) -> Result<()> {
         // A worktree being added has its record before its folder: prune
@@ -266,46 +310,10 @@ impl Store {
             .collect())
     }
 
-    /// Whether the working tree at `dir` has uncommitted changes or
-    /// untracked files (ignored files do not count).
-    pub fn is_dirty(&self, dir: &Path) -> Result<bool> {
-        // What `git worktree remove` checks before it removes one.
-        let out = crate::process::Git::new(dir).run([
-            "status",
-            "--porcelain",
-            "--untracked-files=normal",
-            "--ignore-submodules=none",
-        ])?;
-        Ok(!out.trim().is_empty())
-    }
-
-    /// The commit checked out in the linked worktree at `worktree`, read
-    /// from its HEAD file (the branch it names, or a detached id) without
-    /// starting git; `None` when that cannot be read (an unborn branch, a
-    /// folder that is no worktree).
-    pub fn worktree_head(&self, worktree: &Path) -> Option<super::Oid> {
-        let head = std::fs::read_to_string(linked_git_dir(worktree)?.join("HEAD")).ok()?;
-        let head = head.trim();
-        match head.strip_prefix("ref:") {
-            Some(name) => self.ref_target(name.trim()).ok().flatten(),
-            None => self.parse_oid(head).ok(),
-        }
-    }
-
     /// The branch checked out in the working tree at `dir`, if any.
     pub fn checked_out_branch(&self, dir: &Path) -> Result<Option<String>> {
         let out = crate::process::Git::new(dir).output(["symbolic-ref", "-q", "HEAD"])?;
         let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         Ok((out.status.success() && !s.is_empty()).then_some(s))
     }
-}
-
-/// The git dir of the linked worktree at `worktree` (its record under
-/// `.git/worktrees/`), from the `gitdir:` line of its `.git` file; `None`
-/// for a folder that is no linked worktree.
-fn linked_git_dir(worktree: &Path) -> Option<std::path::PathBuf> {
-    let dot_git = std::fs::read_to_string(worktree.join(".git")).ok()?;
-    // A relative path is relative to the worktree; `join` keeps an
-    // absolute one as it is.
-    Some(worktree.join(dot_git.strip_prefix("gitdir:")?.trim()))
 }
