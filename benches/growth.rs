@@ -139,6 +139,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             port: 20000 + t as u16 * 10,
             agent: "fake".into(),
             candidate: None,
+            foreign_branch: false,
         }]);
         ops.push(vec![Event::AttemptStarted {
             run_id: run.clone(),

@@ -245,4 +245,14 @@ fn main() {
     }
     println!();
     println!("  goal: git orch run --cap 1 ≤ 1.30x the raw loop per subtask");
+    // The sandbox's share, side by side in this run: the same pipeline
+    // with every agent and gate in bubblewrap, against none.
+    let confined = median(&mut walls[1].clone());
+    let unconfined = median(&mut walls[2].clone());
+    println!(
+        "  sandboxed vs unconfined: {} vs {} per subtask, {:.2}x (goal ≤ 1.30x)",
+        ms(confined / n as u32),
+        ms(unconfined / n as u32),
+        confined.as_secs_f64() / unconfined.as_secs_f64()
+    );
 }

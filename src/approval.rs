@@ -153,12 +153,58 @@ pub fn latest(store: &Store, id: &PlanId) -> Result<Option<RecordedApproval>, Ap
     if approval.plan_id != *id {
         return Err(corrupt(format!("it is about plan {}", approval.plan_id)));
     }
+    check_decision_commit(store, commit, &approval).map_err(corrupt)?;
     let signed = store.commit_info(commit)?.signed;
     Ok(Some(RecordedApproval {
         approval,
         commit,
         signed,
     }))
+}
+
+/// Why the decision commit `commit` holding `approval` is not one
+/// [`record`] wrote: git-orch's signature as committer, trailers that
+/// agree with the file, a tree of that file alone, and the plan revision
+/// it judges among its parents. A commit made with plain git to look like
+/// an approval fails one of these.
+pub fn check_decision_commit(
+    store: &Store,
+    commit: Oid,
+    approval: &Approval,
+) -> Result<(), String> {
+    let info = store.commit_info(commit).map_err(|e| e.to_string())?;
+    // A signed decision is committed by the person who signs it (their
+    // signing setup makes the commit); whether it verifies is
+    // `orch.requireSignedApprovals`'s question.
+    if !info.signed
+        && (info.committer_name.as_str(), info.committer_email.as_str())
+            != (crate::store::ORCH_NAME, crate::store::ORCH_EMAIL)
+    {
+        return Err(format!(
+            "it was committed by {} <{}>, not by git-orch",
+            info.committer_name, info.committer_email
+        ));
+    }
+    let trailer = |key: &str| {
+        info.message
+            .lines()
+            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+    };
+    if trailer("Orch-Plan: ").as_deref() != Some(approval.plan_id.as_str())
+        || trailer("Orch-Plan-Hash: ").as_deref() != Some(approval.plan_hash.as_str())
+    {
+        return Err("its trailers do not agree with its approval.json".into());
+    }
+    if store.paths_in_tree(info.tree).map_err(|e| e.to_string())? != [APPROVAL_FILE] {
+        return Err(format!("its tree holds more than {APPROVAL_FILE}"));
+    }
+    let judged = store
+        .parse_oid(&approval.plan_commit)
+        .map_err(|e| e.to_string())?;
+    if !info.parents.contains(&judged) {
+        return Err("it does not descend from the plan revision it judges".into());
+    }
+    Ok(())
 }
 
 /// Records `decision` on `revision`. `sign` signs the commit with the
@@ -273,6 +319,12 @@ pub enum Verdict {
         current: Box<PlanRevision>,
         approval: Box<RecordedApproval>,
     },
+    /// No `approval_recorded` event of git-orch's log names the decision
+    /// the approvals ref points at: the ref was moved by something else.
+    Unrecorded {
+        current: Box<PlanRevision>,
+        approval: Box<RecordedApproval>,
+    },
 }
 
 impl Verdict {
@@ -317,12 +369,23 @@ impl Verdict {
                 "orch.requireSignedApprovals is set and the approval of plan {} (commit {}) has no valid signature\nhint: approve again with `git orch approve {} --sign`",
                 current.plan.id, approval.commit, current.plan.id
             ),
+            Verdict::Unrecorded { current, approval } => format!(
+                "the approval of plan {} (commit {}) is recorded by no event of git-orch's log: its ref was moved by something other than `git orch approve`\nhint: check it with `git orch fsck`; if the plan is what you want, `git orch approve {}`",
+                current.plan.id, approval.commit, current.plan.id
+            ),
         }
     }
 }
 
 /// Whether the latest decision on `id` approves its current revision.
-pub fn verify(store: &Store, id: &PlanId, require_signed: bool) -> Result<Verdict, ApprovalError> {
+/// `recorded` tells whether git-orch's log records a decision commit (see
+/// `StateIndex::decision_recorded`).
+pub fn verify(
+    store: &Store,
+    id: &PlanId,
+    require_signed: bool,
+    recorded: &mut dyn FnMut(Oid) -> bool,
+) -> Result<Verdict, ApprovalError> {
     let current = Box::new(
         revisions::latest(store, id)?.ok_or_else(|| RevisionError::NoSuchPlan(id.to_string()))?,
     );
@@ -338,6 +401,9 @@ pub fn verify(store: &Store, id: &PlanId, require_signed: bool) -> Result<Verdic
     }
     if require_signed && !(approval.signed && store.signature_valid(approval.commit)?) {
         return Ok(Verdict::Unsigned { current, approval });
+    }
+    if !recorded(approval.commit) {
+        return Ok(Verdict::Unrecorded { current, approval });
     }
     Ok(Verdict::Valid { current, approval })
 }

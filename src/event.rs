@@ -161,6 +161,11 @@ pub enum Event {
         /// of which one is chosen to land.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         candidate: Option<Candidate>,
+        /// Its branch existed already, made by someone else: git-orch
+        /// never made it, never moves it and never deletes it (the
+        /// attempt ends at once, failed).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        foreign_branch: bool,
     },
     /// The attempt's agent process is running.
     AttemptStarted {

@@ -57,6 +57,9 @@ pub enum Check {
     /// Different events at one seq of one writer, or diverged copies of a
     /// writer's log.
     Rewrite,
+    /// A log commit git-orch did not write the way it writes them
+    /// (committer, trailers, seq continuity): its events are not trusted.
+    Chain,
     /// A commit on a protected target that does not verify.
     Landings,
     /// A commit records point at that `refs/orch/keep` does not hold.
@@ -80,6 +83,7 @@ impl Check {
         match self {
             Check::Log => "log",
             Check::Rewrite => "rewrite",
+            Check::Chain => "chain",
             Check::Landings => "landings",
             Check::Keep => "keep",
             Check::Branches => "branches",
@@ -269,6 +273,7 @@ pub fn check(store: &Store) -> Result<Report, FsckError> {
         .collect::<BTreeSet<_>>()
         .len();
     check_log(store, &loaded, &mut report)?;
+    check_log_commits(store, &loaded, &mut report)?;
     check_diverged(store, &mut report)?;
     check_landings(store, &loaded, &mut report)?;
     check_keep(store, &loaded, &mut report)?;
@@ -285,6 +290,71 @@ pub fn check(store: &Store) -> Result<Report, FsckError> {
 /// The writer a log ref belongs to (its last component).
 fn writer_of(reference: &str) -> &str {
     reference.rsplit('/').next().unwrap_or_default()
+}
+
+/// Log commits git-orch did not write the way it writes them (see
+/// [`Store::check_log_commits`]): a ref moved with plain git, or a
+/// forgery. Readers ignore the events from the first such commit on.
+fn check_log_commits(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), FsckError> {
+    for (reference, tip) in store.log_tips()? {
+        let writer = writer_of(&reference).to_owned();
+        for p in store.check_log_commits(&reference, None, tip)? {
+            // A commit whose every event a person reviewed and accepted
+            // (`--accept-rewrite`) is theirs to keep.
+            let added = added_seqs(store, &p.path).unwrap_or_default();
+            let accepted = !added.is_empty()
+                && added.iter().all(|(seq, blobs)| {
+                    loaded.rewrite_accepted(&writer, *seq, blobs).is_some()
+                        || all_blobs_accepted(loaded, &writer, *seq, blobs)
+                });
+            if accepted {
+                continue;
+            }
+            let seq = p.seq.unwrap_or(1);
+            report.push(
+                Check::Chain,
+                Severity::Problem,
+                format!("{}:{}", reference, p.path),
+                format!(
+                    "{} holds a commit git-orch did not write: {}; every reader ignores its events from seq {seq} on",
+                    reference, p.reason
+                ),
+                format!(
+                    "review it (`git log -p {reference}`); restore the ref from a clone that holds the original with `git orch sync`, or reset it to the commit before by hand (`git update-ref {reference} <commit> {}`)",
+                    p.path
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The seqs a log commit adds events at (from its first parent), each with
+/// the blobs added there.
+fn added_seqs(store: &Store, commit: &str) -> Option<Vec<(u64, Vec<String>)>> {
+    let c = store.parse_oid(commit).ok()?;
+    let info = store.commit_info(c).ok()?;
+    let before = match info.parents.first() {
+        Some(p) => Some(store.commit_info(*p).ok()?.tree),
+        None => None,
+    };
+    let mut by_seq: BTreeMap<u64, Vec<String>> = BTreeMap::new();
+    for change in store.tree_changes(before, info.tree).ok()? {
+        let Some(blob) = change.new else { continue };
+        let name = change.path.rsplit('/').next().unwrap_or_default();
+        let seq = name.split('-').next()?.parse().ok()?;
+        by_seq.entry(seq).or_default().push(blob.to_string());
+    }
+    Some(by_seq.into_iter().collect())
+}
+
+/// Whether the acceptances of `writer` at `seq` cover all of `blobs`.
+fn all_blobs_accepted(loaded: &Loaded, writer: &str, seq: u64, blobs: &[String]) -> bool {
+    blobs.iter().all(|b| {
+        loaded
+            .rewrite_accepted(writer, seq, std::slice::from_ref(b))
+            .is_some()
+    })
 }
 
 /// Unreadable records and records under a name that is not their blob's
@@ -743,7 +813,8 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
         .runs
         .values()
         .flat_map(|r| r.attempts().map(move |(t, a)| (r, t, a)))
-        .filter(|(_, _, a)| Some(&a.writer) == me)
+        // An attempt that met someone else's branch made nothing.
+        .filter(|(_, _, a)| Some(&a.writer) == me && !a.foreign_branch)
         .collect();
     report.checked.attempts = mine.len();
     // Branches under orch/ that no record names.

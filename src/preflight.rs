@@ -143,17 +143,20 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
     result
 }
 
-/// What a run says once at its start: how agents are confined when `auto`
-/// found no sandbox, and each agent of `names` that cannot work here, with
-/// the fix (the run then falls back past it).
+/// What a run says once at its start: how agents are confined (a warning
+/// when `auto` found no sandbox), and each agent of `names` that cannot
+/// work here, with the fix (the run then falls back past it).
 pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     let sandbox = match crate::sandbox::resolve(&settings.sandbox) {
         Ok(s) => s,
         Err(e) => return vec![e.to_string()],
     };
-    if let Some(w) = sandbox.warning() {
-        out.push(format!("warning: {w}"));
+    // Said at every start, `none` included: whoever reads the run's
+    // output knows how its agents were confined.
+    match sandbox.warning() {
+        Some(w) => out.push(format!("warning: {w}")),
+        None => out.push(format!("sandbox: {}", sandbox.describe())),
     }
     let mut seen = std::collections::BTreeSet::new();
     for name in names {

@@ -181,10 +181,7 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
 fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.plan)?;
-    let require_signed = store
-        .config_get("orch.requireSignedApprovals")?
-        .is_some_and(|v| v == "true");
-    let verdict = approval::verify(&store, &id, require_signed)
+    let verdict = crate::run::approval_verdict(&store, &id)
         .map_err(|e| super::suggest::with_plan_hint(e.into(), id.as_str(), &store))?;
     if args.json {
         let (state, current, approval) = match &verdict {
@@ -193,6 +190,7 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
             Verdict::Revise { current, approval } => ("revise", current, Some(approval)),
             Verdict::Stale { current, approval } => ("stale", current, Some(approval)),
             Verdict::Unsigned { current, approval } => ("unsigned", current, Some(approval)),
+            Verdict::Unrecorded { current, approval } => ("unrecorded", current, Some(approval)),
         };
         let json = serde_json::json!({
             "plan_id": id,

@@ -149,7 +149,7 @@ fn render(out: &mut output::Out, view: &mut View, event: Event<'_>) {
             agent: chosen,
         } => {
             *agent = Some(chosen.clone());
-            out.line(&format!(
+            out.raw(&format!(
                 "{b}git orch demo{r}: the whole loop on a throwaway repository, offline."
             ));
             out.line(&format!(
@@ -170,7 +170,11 @@ fn render(out: &mut output::Out, view: &mut View, event: Event<'_>) {
             let chosen = agent.clone().unwrap_or(AgentChoice::Scripted);
             let (title, text) = stage_text(stage, &chosen);
             out.line("");
-            out.line(&format!("{b}{}. {title}{r}", stage.number()));
+            out.raw(&format!(
+                "{b}{}. {}{r}",
+                stage.number(),
+                output::clean(title)
+            ));
             for l in text {
                 out.line(&format!("   {l}"));
             }
@@ -206,7 +210,7 @@ fn render(out: &mut output::Out, view: &mut View, event: Event<'_>) {
             if !after_command {
                 out.line("");
             }
-            out.line(&format!("   {b}${r} {line}"));
+            out.raw(&format!("   {b}${r} {}", output::clean(line)));
             view.after_command = true;
         }
         Event::Line(line) => {

@@ -82,6 +82,7 @@ fn land_all(
         total.landed.extend(one.landed);
         total.failed.extend(one.failed);
         total.gate_runs += one.gate_runs;
+        total.held = one.held;
         if one.refused.is_some() {
             for (e, _) in &next {
                 renderer.task(e.task.id.as_str(), Status::Passed, Some(e.attempt));
@@ -143,11 +144,21 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
             "failed": report.failed,
             "refused": report.refused,
             "gate_runs": report.gate_runs,
+            "awaiting_approval": report.held.iter().map(|(a, branch, paths)| {
+                serde_json::json!({"attempt": a, "branch": branch, "control_paths": paths})
+            }).collect::<Vec<_>>(),
         });
         output::Out::new().line(&json.to_string());
     }
     if let Some(why) = report.refused {
         return Err(CommandError::with_code(exit::BLOCKED, why));
+    }
+    for (attempt, branch, paths) in &report.held {
+        output::status(&format!(
+            "{attempt} changes control path(s) {} and waits for your approval of its result: review `git diff {}^..{branch}` (or the attempt's worktree), then `git orch approve --branch {branch}` and `git orch merge`.",
+            output::clean(&paths.join(", ")),
+            r.target,
+        ));
     }
     output::status(&format!(
         "Landed {} attempt(s) on {} with {} integration gate run(s).",
@@ -155,7 +166,7 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         r.target,
         report.gate_runs
     ));
-    Ok(if report.failed.is_empty() {
+    Ok(if report.failed.is_empty() && report.held.is_empty() {
         exit::OK
     } else {
         exit::BLOCKED

@@ -50,8 +50,15 @@ impl Out {
         }
     }
 
-    /// Writes one line; returns false once the reader has gone away.
+    /// Writes one line ([`clean`]ed); returns false once the reader has
+    /// gone away.
     pub fn line(&mut self, s: &str) -> bool {
+        self.raw(&clean(s))
+    }
+
+    /// Writes one line as it is: for text git-orch styled itself (bold,
+    /// colour) around parts it [`clean`]ed.
+    pub fn raw(&mut self, s: &str) -> bool {
         if self.closed {
             return false;
         }
@@ -85,6 +92,32 @@ impl Out {
     }
 }
 
+/// `text` made safe for a terminal: every control character (an escape
+/// sequence's ESC, a bell, a carriage return that would overwrite the
+/// line, C1 controls) and every bidirectional override is written as a
+/// visible `\u{..}` escape; newlines and tabs stay. Agents, gate commands
+/// and other clones write file names, reasons and outputs that reach
+/// these lines: none of them may move the cursor, retitle the window or
+/// hide text.
+pub fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    let hostile = |c: char| {
+        (c.is_control() && c != '\n' && c != '\t')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}')
+    };
+    if !text.chars().any(hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if hostile(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Whether `NO_COLOR` asks for no colour: set and not empty (no-color.org).
 pub fn no_color() -> bool {
     std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
@@ -95,9 +128,9 @@ pub fn colour_stderr() -> bool {
     std::io::stderr().is_terminal() && !no_color()
 }
 
-/// Prints a status line to stderr.
+/// Prints a status line ([`clean`]ed) to stderr.
 pub fn status(s: &str) {
-    let _ = writeln!(std::io::stderr(), "{s}");
+    let _ = writeln!(std::io::stderr(), "{}", clean(s));
 }
 
 /// Prints an error: the first line after `error:`, further lines as given
@@ -111,9 +144,9 @@ pub fn print_error(message: &str) {
         ("", "")
     };
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{red}error:{reset} {first}");
+    let _ = writeln!(err, "{red}error:{reset} {}", clean(first));
     for l in lines {
-        let _ = writeln!(err, "{l}");
+        let _ = writeln!(err, "{}", clean(l));
     }
 }
 

@@ -471,19 +471,17 @@ fn plan_lines(p: &Plan) -> Vec<String> {
 
 fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
-    let require_signed = store
-        .config_get("orch.requireSignedApprovals")?
-        .is_some_and(|v| v == "true");
     let mut rows = Vec::new();
     for id in revisions::ids(&store)? {
         let all = revisions::all(&store, &id)?;
         let Some(latest) = all.last() else { continue };
-        let state = match approval::verify(&store, &id, require_signed) {
+        let state = match crate::run::approval_verdict(&store, &id) {
             Ok(approval::Verdict::Valid { .. }) => "approved",
             Ok(approval::Verdict::NoDecision { .. }) => "unapproved",
             Ok(approval::Verdict::Revise { .. }) => "revise",
             Ok(approval::Verdict::Stale { .. }) => "stale",
             Ok(approval::Verdict::Unsigned { .. }) => "unsigned",
+            Ok(approval::Verdict::Unrecorded { .. }) => "unrecorded",
             Err(_) => "unreadable",
         };
         rows.push(serde_json::json!({

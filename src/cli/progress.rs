@@ -539,8 +539,9 @@ pub fn state_colour(state: Status) -> &'static str {
 
 /// Cuts `s` to `width` characters, marking the cut with `…`.
 fn fit(s: &str, width: usize) -> String {
+    let s = super::output::clean(s);
     if s.chars().count() <= width {
-        return s.to_owned();
+        return s.into_owned();
     }
     let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
     out.push('…');
@@ -567,7 +568,7 @@ impl State {
     }
 
     fn write_line(&mut self, line: &str) {
-        let _ = writeln!(self.out, "{line}");
+        let _ = writeln!(self.out, "{}", super::output::clean(line));
     }
 
     /// The summary line and one line per row, each cut to the width, with
@@ -674,7 +675,7 @@ impl State {
         }
         for note in self.notes.drain(..) {
             buf.push_str("\x1b[2K");
-            buf.push_str(&note);
+            buf.push_str(&super::output::clean(&note));
             buf.push('\n');
         }
         for line in &lines {

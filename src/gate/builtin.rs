@@ -45,6 +45,11 @@ pub struct Changes {
     /// Whether placeholders count in every commit (the strategy keeps the
     /// attempt's commits on the target).
     pub every_commit: bool,
+    /// Files the change adds or changes, with their size in bytes, in
+    /// order of path, for the size limit (`[orch] maxFileSize`).
+    pub sizes: Vec<(String, u64)>,
+    /// That limit: the `diff` gate fails a change with a larger file.
+    pub max_file: u64,
 }
 
 /// Changes made and undone inside an attempt's history.
@@ -73,10 +78,11 @@ fn added_by(
         if c.old.is_none() {
             added_files.push(c.path.clone());
         }
-        let new_bytes = store.read_blob(new)?;
-        if new_bytes.len() > MAX_SCAN_BYTES {
+        // Sized from its header first: a huge file is never read whole.
+        if store.object_size(new)? > MAX_SCAN_BYTES as u64 {
             continue;
         }
+        let new_bytes = store.read_blob(new)?;
         let old_bytes = match c.old {
             Some(o) if !c.symlink => store.read_blob(o)?,
             _ => Vec::new(),
@@ -136,12 +142,20 @@ impl Changes {
                 }
             }
         }
+        let mut sizes = Vec::new();
+        for c in &paths {
+            if let Some(new) = c.new.filter(|_| !c.submodule) {
+                sizes.push((c.path.clone(), store.object_size(new)?));
+            }
+        }
         Ok(Self {
             paths,
             added,
             added_files,
             history,
             every_commit: false,
+            sizes,
+            max_file: crate::config::MAX_FILE_SIZE,
         })
     }
 }
@@ -184,7 +198,28 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
     let start = Instant::now();
     match def.kind {
         GateKind::Diff => {
-            if changes.paths.is_empty() {
+            let too_large: Vec<&(String, u64)> = changes
+                .sizes
+                .iter()
+                .filter(|(_, size)| *size > changes.max_file)
+                .collect();
+            if let Some((path, size)) = too_large.first() {
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    format!(
+                        "{path} is {size} bytes, more than the {} bytes a file may have ([orch] maxFileSize){}",
+                        changes.max_file,
+                        if too_large.len() > 1 {
+                            format!(", and {} more file(s) are too", too_large.len() - 1)
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    json!({ "too_large": too_large, "max_file_size": changes.max_file }),
+                )
+            } else if changes.paths.is_empty() {
                 verdict(
                     def,
                     failed(def),
@@ -217,20 +252,63 @@ pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
                     );
                 }
             };
-            let outside: Vec<&str> = changes
-                .paths
-                .iter()
-                .map(|c| c.path.as_str())
-                .chain(changes.history.paths.iter().map(|(p, _)| p.as_str()))
-                .filter(|p| !ownership.is_owned(p))
+            let touched = || {
+                changes
+                    .paths
+                    .iter()
+                    .map(|c| c.path.as_str())
+                    .chain(changes.history.paths.iter().map(|(p, _)| p.as_str()))
+            };
+            let outside: Vec<&str> = touched().filter(|p| !ownership.is_owned(p)).collect();
+            // Control paths: owned is not enough, the globs must name them.
+            let mut control: Vec<&str> = touched()
+                .filter(|p| crate::plan::control::control_path(p).is_some())
                 .collect();
-            if outside.is_empty() {
+            control.sort_unstable();
+            control.dedup();
+            let unnamed: Vec<&str> = control
+                .iter()
+                .copied()
+                .filter(|p| {
+                    ownership.is_owned(p)
+                        && !crate::plan::control::named_by(ownership.includes(), p)
+                })
+                .collect();
+            if outside.is_empty() && !unnamed.is_empty() {
+                let first = unnamed[0];
+                let c = crate::plan::control::control_path(first).expect("a control path");
+                verdict(
+                    def,
+                    failed(def),
+                    start,
+                    format!(
+                        "{} is a control path ({}): a subtask may change it only when one of its owned globs names it (such as `{}`), not through a glob that only matches it",
+                        unnamed.join(", "),
+                        c.what,
+                        first,
+                    ),
+                    json!({ "out_of_scope": unnamed, "owned_globs": owned, "control_paths": control }),
+                )
+            } else if outside.is_empty() {
+                let summary = if control.is_empty() {
+                    format!("all {} changed path(s) are owned", changes.paths.len())
+                } else {
+                    format!(
+                        "all {} changed path(s) are owned; it changes control path(s) {}, so it lands once a person approves it",
+                        changes.paths.len(),
+                        control.join(", ")
+                    )
+                };
                 verdict(
                     def,
                     GateStatus::Pass,
                     start,
-                    format!("all {} changed path(s) are owned", changes.paths.len()),
-                    json!(null),
+                    summary,
+                    if control.is_empty() {
+                        json!(null)
+                    } else {
+                        json!({ "control_paths": control })
+                    },
                 )
             } else {
                 let shown: Vec<&str> = outside.iter().take(10).copied().collect();

@@ -115,7 +115,12 @@ fn diff_of(store: &Store, changes: &Changes, max: usize) -> Result<String, Store
     for c in &changes.paths {
         let read = |id: Option<Oid>| -> Result<String, StoreError> {
             Ok(match id {
-                Some(i) => String::from_utf8_lossy(&store.read_blob(i)?).into_owned(),
+                Some(i) => match store.object_size(i)? {
+                    n if n > super::builtin::MAX_SCAN_BYTES as u64 => {
+                        format!("({n} bytes, not shown)\n")
+                    }
+                    _ => String::from_utf8_lossy(&store.read_blob(i)?).into_owned(),
+                },
                 None => String::new(),
             })
         };
@@ -153,6 +158,7 @@ pub async fn evaluate(
         let dir = subject.common_dir.clone();
         let (base, result) = (subject.base_tree, subject.result_tree);
         let (steps, every_commit) = (subject.steps.clone(), subject.every_commit);
+        let max_file = subject.settings.max_file_size;
         let owned = subject.task.owned_globs.clone();
         let builtin_defs: Vec<GateDef> = defs
             .iter()
@@ -163,6 +169,7 @@ pub async fn evaluate(
             Store::with_reused(&dir, |store| {
                 let mut changes = Changes::read(store, base, result, &steps)?;
                 changes.every_commit = every_commit;
+                changes.max_file = max_file;
                 let verdicts = builtin_defs
                     .iter()
                     .map(|d| {

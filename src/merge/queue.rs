@@ -28,6 +28,10 @@ use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
 use crate::store::{Oid, Store};
 
+/// An attempt held for a person's approval: its result tree, its branch
+/// and the control paths it changes.
+type Held = (String, String, Vec<String>);
+
 /// How often a landing is rebuilt because the target moved under it.
 const MAX_ROUNDS: u32 = 10;
 
@@ -252,12 +256,43 @@ impl Queue {
                 let run = index
                     .run(&this.run)?
                     .ok_or_else(|| MergeError::NoRun(this.run.clone()))?;
-                let mut waiting = this.waiting(run);
-                waiting.truncate(this.batch);
-                Ok(waiting.into_iter().map(|(e, _)| e).collect::<Vec<_>>())
+                // An attempt that changes control paths waits for a
+                // person's approval of its exact result.
+                let waiting: Vec<(Entry, Option<Held>)> = this
+                    .waiting(run)
+                    .into_iter()
+                    .map(|(e, _)| {
+                        let control = run
+                            .tasks
+                            .get(&e.task.id)
+                            .and_then(|t| t.attempts.iter().find(|a| a.n == e.attempt))
+                            .filter(|a| !a.control_paths().is_empty())
+                            .and_then(|a| {
+                                let tree = a.result.as_ref()?.tree.clone();
+                                Some((tree, a.branch.clone(), a.control_paths()))
+                            });
+                        (e, control)
+                    })
+                    .collect();
+                let mut ready = Vec::new();
+                let mut held = Vec::new();
+                for (e, control) in waiting {
+                    match control {
+                        Some((tree, branch, paths))
+                            if index.branch_approval_for_tree(&tree)?.is_none() =>
+                        {
+                            held.push((e.label(), branch, paths))
+                        }
+                        _ => ready.push(e),
+                    }
+                }
+                ready.truncate(this.batch);
+                Ok((ready, held))
             })
         })
         .await?;
+        let (entries, held) = entries;
+        report.held = held;
         if entries.is_empty() {
             return Ok(report);
         }

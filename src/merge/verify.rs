@@ -133,6 +133,12 @@ fn check_run(
         .ok_or_else(|| format!("the approval {} of run {} is missing", run.approval, run.id))?;
     let approval: crate::approval::Approval = serde_json::from_slice(&bytes)
         .map_err(|e| format!("the approval of run {} is unreadable: {e}", run.id))?;
+    crate::approval::check_decision_commit(store, approval_commit, &approval).map_err(|why| {
+        format!(
+            "the approval {} of run {} is not one git-orch recorded: {why}",
+            run.approval, run.id
+        )
+    })?;
     if approval.decision != Decision::Approve {
         return Err(format!(
             "run {}'s plan decision was not an approval",

@@ -11,6 +11,7 @@
 pub mod analysis;
 pub mod automaton;
 pub mod brief;
+pub mod control;
 pub mod format;
 pub mod glob;
 pub mod pinch;

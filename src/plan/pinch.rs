@@ -37,6 +37,9 @@ pub enum PinchKind {
     Build,
     Deploy,
     Generated,
+    /// A control path (see [`super::control`]): git-orch's, git's, CI's
+    /// or the agents' own configuration.
+    Control,
     Custom,
 }
 
@@ -49,6 +52,7 @@ impl PinchKind {
             PinchKind::Build => "build configuration",
             PinchKind::Deploy => "deploy manifest",
             PinchKind::Generated => "generated code",
+            PinchKind::Control => "control path (needs a person's approval to land)",
             PinchKind::Custom => "pinch point from .orch/config",
         }
     }
@@ -228,6 +232,16 @@ pub fn rules(extra: &[String], ignore: &[String]) -> Vec<PinchRule> {
             unit: unit.map(str::to_owned),
         })
         .collect();
+    // Control paths that are no pinch point of another kind already.
+    for c in super::control::CONTROL_PATHS {
+        if !BUILTIN.iter().any(|(_, g, _)| *g == c.glob) {
+            out.push(PinchRule {
+                kind: PinchKind::Control,
+                glob: c.glob.to_owned(),
+                unit: c.glob.strip_suffix("/**").map(str::to_owned),
+            });
+        }
+    }
     for g in extra {
         let unit = g.strip_suffix("/**").map(str::to_owned);
         out.push(PinchRule {

@@ -355,7 +355,11 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     };
     blocking(&ctx, move |store| workspace::create(store, &c, &p, &new))
         .await
-        .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+        .map_err(|e| match e {
+            // Recorded with its end already.
+            RunError::BranchExists(b) => Prepare::NotMade(format!("its branch {b} exists already")),
+            e => Prepare::Failed(FailureClass::Internal, e.to_string()),
+        })?;
     // Recorded and branched: a panic from here on is the driver's to record.
     failpoint("attempt.created").await;
     let c = ctx.clone();

@@ -282,7 +282,11 @@ pub fn attempt_branches(
     runs: &std::collections::BTreeMap<RunId, RunState>,
 ) -> std::collections::HashSet<String> {
     runs.values()
-        .flat_map(|r| r.attempts().map(|(_, a)| a.branch.clone()))
+        .flat_map(|r| {
+            r.attempts()
+                .filter(|(_, a)| !a.foreign_branch)
+                .map(|(_, a)| a.branch.clone())
+        })
         .collect()
 }
 
@@ -623,6 +627,10 @@ fn clean_attempt(
     filter: &CleanupFilter,
     archive: &[crate::store::Oid],
 ) -> Result<Option<Cleaned>, RunError> {
+    if a.foreign_branch {
+        // No worktree was made, and the branch is someone else's.
+        return Ok(None);
+    }
     let path = PathBuf::from(&a.worktree);
     let branch_ref = format!("refs/heads/{}", a.branch);
     let tip = store.ref_target(&branch_ref)?;
@@ -643,6 +651,11 @@ fn clean_attempt(
     let mut head = None;
     let reason = if a.is_open() && driven {
         Some("its attempt is live; --force removes it".to_owned())
+    } else if a.is_queued() && status == TaskStatus::Passed && !a.control_paths().is_empty() {
+        Some(format!(
+            "its result changes control paths and waits for your approval (`git orch approve --branch {}`); --force removes it",
+            a.branch
+        ))
     } else if a.is_queued() && status == TaskStatus::Passed && run.finished.is_none() {
         Some("its result is under review (passed, not landed); --force removes it".to_owned())
     } else if present {

@@ -375,12 +375,44 @@ impl<'p> Driver<'p> {
         }
     }
 
+    /// Whether an attempt waits in the queue that may land now: passed,
+    /// and not held for a person's approval of a change to control paths
+    /// (that one lands by `git orch merge` once approved).
     fn queued(&self, run: &RunState) -> bool {
-        self.ctx.plan().subtasks.iter().any(|sub| {
-            run.tasks
-                .get(&sub.id)
-                .is_some_and(|t| t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
-        })
+        let held_trees: Vec<&str> = self
+            .ctx
+            .plan()
+            .subtasks
+            .iter()
+            .filter_map(|sub| {
+                let t = run.tasks.get(&sub.id)?;
+                (t.status(super::retries_for(run, sub)) == TaskStatus::Passed).then_some(t)
+            })
+            .map(|t| {
+                t.current()
+                    .filter(|a| !a.control_paths().is_empty())
+                    .and_then(|a| a.result.as_ref())
+                    .map_or("", |r| r.tree.as_str())
+            })
+            .collect();
+        if held_trees.iter().any(|t| t.is_empty()) {
+            return true;
+        }
+        if held_trees.is_empty() {
+            return false;
+        }
+        // Only attempts that change control paths wait: any approved?
+        self.ctx
+            .state
+            .read(&self.store, |index| {
+                for tree in &held_trees {
+                    if index.branch_approval_for_tree(tree)?.is_some() {
+                        return Ok::<_, RunError>(true);
+                    }
+                }
+                Ok(false)
+            })
+            .unwrap_or(true)
     }
 
     /// With nothing live: records the run finished when nothing can start

@@ -273,10 +273,7 @@ pub fn driver_lock_path(store: &Store, run: &RunId) -> PathBuf {
 /// non-forced push of `refs/orch/starts/<plan>`: of two clones starting
 /// the plan at once, one wins and the other is told whose run it is.
 pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Prepared, RunError> {
-    let require_signed = store
-        .config_get("orch.requireSignedApprovals")?
-        .is_some_and(|v| v == "true");
-    let verdict = approval::verify(store, plan_id, require_signed)?;
+    let verdict = approval_verdict(store, plan_id)?;
     let ApprovalVerdict::Valid { current, approval } = verdict else {
         return Err(RunError::NotApproved(format!(
             "refusing to run: {}",
@@ -809,14 +806,34 @@ fn build_context(
     })
 }
 
+/// Whether plan `id`'s latest decision approves its current revision
+/// (signed, when `orch.requireSignedApprovals` asks), recorded by an
+/// event of git-orch's log: the approvals ref alone is not enough.
+pub fn approval_verdict(store: &Store, id: &PlanId) -> Result<ApprovalVerdict, RunError> {
+    let require_signed = store
+        .config_get("orch.requireSignedApprovals")?
+        .is_some_and(|v| v == "true");
+    let mut index = StateIndex::open(store)?;
+    let mut failed = None;
+    let verdict = approval::verify(store, id, require_signed, &mut |commit| {
+        index
+            .decision_recorded(&commit.to_string(), id)
+            .unwrap_or_else(|e| {
+                failed = Some(e);
+                false
+            })
+    })?;
+    match failed {
+        Some(e) => Err(e.into()),
+        None => Ok(verdict),
+    }
+}
+
 /// The context of a run already in the log (started here or on another
 /// machine), for a worker. Checks that its approval still holds for the
 /// exact plan bytes the run executes.
 pub fn context_for(store: &Store, run: &RunState) -> Result<RunContext, RunError> {
-    let require_signed = store
-        .config_get("orch.requireSignedApprovals")?
-        .is_some_and(|v| v == "true");
-    let verdict = approval::verify(store, &run.plan_id, require_signed)?;
+    let verdict = approval_verdict(store, &run.plan_id)?;
     match &verdict {
         ApprovalVerdict::Valid { current, .. } if current.hash == run.plan_hash => {}
         _ => {

@@ -63,6 +63,9 @@ pub struct LandReport {
     pub warnings: Vec<String>,
     /// Integration gate commands that actually ran.
     pub gate_runs: usize,
+    /// `task/attempt`, branch and control paths of every passed attempt
+    /// that waits for a person's approval before it may land.
+    pub held: Vec<(String, String, Vec<String>)>,
 }
 
 /// Lands what waits in the run's merge queue; supplied by the layer above

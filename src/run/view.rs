@@ -402,6 +402,15 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             Status::Skipped => Some("skipped by request".to_owned()),
             Status::Cancelled => Some("cancelled by request".to_owned()),
             Status::Done => None,
+            Status::Passed => last
+                .filter(|a| !a.control_paths().is_empty())
+                .map(|a| {
+                    format!(
+                        "changes control path(s) {}: it lands once a person approves its result (`git orch approve --branch {}`, then `git orch merge`)",
+                        a.control_paths().join(", "),
+                        a.branch
+                    )
+                }),
             _ => last.and_then(|a| a.effective_failure()).map(|f| {
                 if status == Status::Failed {
                     format!("retry budget exhausted: {}", f.reason)

@@ -226,13 +226,13 @@ pub fn create(
         candidate,
     } = new;
     let (n, port, base, start) = (*n, *port, *base, *start);
-    store.transact(|store| {
-        if store.ref_target(&p.branch_ref)?.is_some() {
-            return Err(RunError::BranchExists(p.branch_ref.clone()));
-        }
-        Ok((
-            Operation {
-                events: vec![Event::AttemptCreated {
+    let (_, existed) = store.transact(|store| {
+        // A branch of this name made by someone else (by hand, by another
+        // tool) is never taken over: the attempt is recorded failed, so
+        // the next one has a new number and a new branch, and a run meets
+        // such a branch once per attempt, not in a loop.
+        let existed = store.ref_target(&p.branch_ref)?.is_some();
+        let mut events = vec![Event::AttemptCreated {
                     run_id: ctx.run.clone(),
                     task: task.clone(),
                     attempt: n,
@@ -243,17 +243,39 @@ pub fn create(
                     port,
                     agent: agent.to_owned(),
                     candidate: *candidate,
-                }],
-                refs: vec![RefUpdate::set(
-                    &p.branch_ref,
-                    start.unwrap_or(base),
-                    Expected::Absent,
-                    &format!("orch: attempt {n} of {task}"),
-                )],
-            },
-            (),
-        ))
+                    foreign_branch: existed,
+                }];
+        let refs = if existed {
+            events.push(Event::AttemptFinished {
+                run_id: ctx.run.clone(),
+                task: task.clone(),
+                attempt: n,
+                // Failed, not abandoned: it counts against the retry
+                // budget, so branches planted ahead cannot make a run
+                // create attempts without end.
+                outcome: Outcome::Failed,
+                failure: Some(Failure {
+                    class: FailureClass::Internal,
+                    reason: format!(
+                        "its branch {} exists already and is not git-orch's to take; the next attempt gets a branch of its own (delete that branch if nobody needs it)",
+                        &p.branch_ref["refs/heads/".len()..]
+                    ),
+                }),
+            });
+            Vec::new()
+        } else {
+            vec![RefUpdate::set(
+                &p.branch_ref,
+                start.unwrap_or(base),
+                Expected::Absent,
+                &format!("orch: attempt {n} of {task}"),
+            )]
+        };
+        Ok::<_, RunError>((Operation { events, refs }, existed))
     })?;
+    if existed {
+        return Err(RunError::BranchExists(p.branch_ref.clone()));
+    }
     Ok(())
 }
 

@@ -39,7 +39,7 @@ use crate::store::log::{Entry, Found, Problem};
 use crate::store::{Oid, Store, StoreError};
 
 /// The cache format; a cache of another format is rebuilt.
-const CACHE_FORMAT: u32 = 1;
+const CACHE_FORMAT: u32 = 2;
 /// Records folded since the last save after which a refresh saves on its
 /// own, so short-lived readers rarely redo much of each other's work.
 const SAVE_AFTER: usize = 64;
@@ -119,7 +119,8 @@ impl Slot {
 /// `approved-tree:<hex>` and `approved-branch:<name>` (the newest approval
 /// of a person's branch by the tree it is bound to, and by its name) and
 /// `hand:<hex>` (the hand landing that landed a commit or moved a target
-/// to it). It is
+/// to it) and `approval:<hex>` (a plan decision's commit, recorded by an
+/// `approval_recorded` event of a well-formed log). It is
 /// cut into [`SHARDS`] files by a hash of the key, so a lookup reads one
 /// small file whatever the size of the history.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -137,6 +138,8 @@ enum Value {
     BranchApproval(super::BranchApproval),
     /// A hand landing; the latest folded wins.
     BranchLanding(super::BranchLanding),
+    /// A plan decision recorded in the log: its plan.
+    Decision(crate::ids::PlanId),
 }
 
 impl Value {
@@ -193,6 +196,12 @@ fn catalog_of(record: &Record) -> Vec<(String, Value)> {
         Event::AttemptCreated { run_id, branch, .. } => {
             vec![(format!("branch:{branch}"), runs(run_id))]
         }
+        Event::ApprovalRecorded {
+            plan_id, commit, ..
+        } => vec![(
+            format!("approval:{commit}"),
+            Value::Decision(plan_id.clone()),
+        )],
         Event::BranchApproved { branch, tree, .. } => {
             let a = super::BranchApproval::of(record).expect("a branch_approved record");
             vec![
@@ -327,7 +336,17 @@ impl StateIndex {
                     rebuild = true;
                     break;
                 }
-                added.extend(changes.added);
+                // What commits git-orch did not write add is not folded:
+                // it may be a forgery made with plain git.
+                let forged = store.check_log_commits(name, old, *tip)?;
+                let trusted = trusted_below(&forged);
+                added.extend(
+                    changes
+                        .added
+                        .into_iter()
+                        .filter(|f| f.seq.is_some_and(|s| s < trusted)),
+                );
+                self.add_problems(forged);
             }
         }
         if rebuild {
@@ -350,7 +369,16 @@ impl StateIndex {
 
     /// Starts over from the whole log.
     fn rebuild(&mut self, store: &Store, tips: BTreeMap<String, Oid>) -> Result<(), StoreError> {
-        let view = store.read_log()?;
+        let mut view = store.read_log()?;
+        // Logs with commits git-orch did not write are not folded (see
+        // `refresh`).
+        for (name, tip) in &tips {
+            let forged = store.check_log_commits(name, None, *tip)?;
+            let trusted = trusted_below(&forged);
+            view.entries
+                .retain(|e| e.reference != *name || e.record.seq < trusted);
+            view.problems.extend(forged);
+        }
         let read_only = self.read_only;
         *self = Self::new(
             self.dir.clone(),
@@ -789,6 +817,21 @@ impl StateIndex {
         })
     }
 
+    /// Whether the log records the plan decision commit `commit` (an
+    /// `approval_recorded` event from a log commit git-orch wrote) as a
+    /// decision on plan `plan`: an approvals ref moved by anything else
+    /// names a commit no record does.
+    pub fn decision_recorded(
+        &mut self,
+        commit: &str,
+        plan: &crate::ids::PlanId,
+    ) -> Result<bool, StoreError> {
+        Ok(matches!(
+            self.catalog_get(&format!("approval:{commit}"))?,
+            Some(Value::Decision(p)) if p == *plan
+        ))
+    }
+
     /// The newest approval of the branch `branch`, whatever its tree.
     pub fn branch_approval_of(
         &mut self,
@@ -914,6 +957,20 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     std::io::Write::write_all(&mut tmp, bytes).map_err(io)?;
     tmp.persist(path).map_err(|e| io(e.error))?;
     Ok(())
+}
+
+/// The seq below which a log's events are trusted, given what
+/// [`Store::check_log_commits`] found: everything when nothing, else
+/// nothing from the first commit git-orch did not write on (a commit
+/// without trailers gives no seq: then nothing of the range is trusted).
+fn trusted_below(forged: &[Problem]) -> u64 {
+    if forged.is_empty() {
+        return u64::MAX;
+    }
+    if forged.iter().any(|p| p.seq.is_none()) {
+        return 0;
+    }
+    forged.iter().filter_map(|p| p.seq).min().unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -141,6 +141,10 @@ pub struct AttemptState {
     pub candidate: Option<Candidate>,
     /// What its round's judgement made of it, once the round is judged.
     pub judged: Option<Judged>,
+    /// Its branch was someone else's when it was created (see
+    /// `attempt_created`): git-orch leaves that branch alone.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub foreign_branch: bool,
 }
 
 /// A candidate's place after its best-of-N round was judged.
@@ -191,6 +195,23 @@ impl AttemptState {
             && self.landed.is_none()
             && self.landing_failure.is_none()
             && (self.candidate.is_none() || self.judged == Some(Judged::Chosen))
+    }
+
+    /// The control paths its result changes (see
+    /// [`crate::plan::control`]), as its scope gate found them: it lands
+    /// only once a person approved its exact result.
+    pub fn control_paths(&self) -> Vec<String> {
+        self.verdicts
+            .iter()
+            .find(|v| v.gate == "scope")
+            .and_then(|v| v.details.get("control_paths"))
+            .and_then(|v| v.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Why it failed, counting a failed landing.
@@ -583,6 +604,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             port,
             agent,
             candidate,
+            foreign_branch,
             ..
         } => {
             if let Some(run) = runs.get_mut(run_id) {
@@ -615,6 +637,9 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                         landing_verdicts: Vec::new(),
                         candidate: *candidate,
                         judged: None,
+                        // Nothing of git-orch's to clean up: no worktree
+                        // was made, and the branch is someone else's.
+                        foreign_branch: *foreign_branch,
                     });
                     t.attempts.sort_by_key(|a| a.n);
                 }
@@ -1187,6 +1212,7 @@ mod tests {
             port: 20000,
             agent: "fake".into(),
             candidate: None,
+            foreign_branch: false,
         }
     }
 
@@ -1214,6 +1240,7 @@ mod tests {
                 port,
                 agent,
                 candidate: Some(Candidate { round, of }),
+                foreign_branch: false,
             },
             _ => unreachable!(),
         }

@@ -495,6 +495,154 @@ impl Store {
         Ok(changes)
     }
 
+    /// The commits of the log ref `reference` from `new` back to `old`
+    /// (exclusive: checked before; `None` checks them all) that git-orch
+    /// did not write the way it writes them, each with why. A log commit
+    /// carries git-orch's own signature, the trailers of the writer whose
+    /// ref holds it (`Orch-Writer`, `Orch-Seq`, `Orch-Clock`,
+    /// `Orch-Events`), and continues its parent: its seq is the parent's
+    /// plus the events it adds, its tree adds exactly those event files
+    /// (at seqs after the parent's) and loses nothing. A merge of two
+    /// diverged copies of one log adds no event, keeps both sides and
+    /// carries the greater position. Events of a ref whose commits fail
+    /// this are not trusted: they may be a forgery made with plain git.
+    pub fn check_log_commits(
+        &self,
+        reference: &str,
+        old: Option<Oid>,
+        new: Oid,
+    ) -> Result<Vec<Problem>> {
+        let writer = reference.rsplit('/').next().unwrap_or_default().to_owned();
+        let floor = match old {
+            Some(o) => self.tip_position(o).map(|p| p.seq).unwrap_or(0),
+            None => 0,
+        };
+        let mut problems = Vec::new();
+        let mut seen: HashSet<Oid> = HashSet::new();
+        let mut stack = vec![new];
+        while let Some(c) = stack.pop() {
+            if Some(c) == old || !seen.insert(c) {
+                continue;
+            }
+            let info = self.commit_info(c)?;
+            let position = parse_trailers(&info.message);
+            if position.is_some_and(|p| p.seq <= floor) && old.is_some() {
+                // At or before what was checked already (the far side of a
+                // merge reaching back into the checked history).
+                continue;
+            }
+            if let Err(why) = self.check_log_commit(&writer, &info) {
+                // The first seq it could have added: nothing from there on
+                // is trusted.
+                let first = info
+                    .parents
+                    .iter()
+                    .filter_map(|p| self.tip_position(*p).ok())
+                    .map(|p| p.seq + 1)
+                    .max()
+                    .unwrap_or(1);
+                problems.push(Problem {
+                    reference: reference.to_owned(),
+                    seq: Some(first),
+                    path: c.to_string(),
+                    reason: format!("log commit {c} {why}"),
+                });
+            }
+            stack.extend(info.parents.iter().copied());
+        }
+        problems.sort_by_key(|p| p.seq);
+        Ok(problems)
+    }
+
+    /// Why one log commit of `writer` is not as git-orch writes them.
+    fn check_log_commit(
+        &self,
+        writer: &str,
+        info: &super::objects::CommitInfo,
+    ) -> std::result::Result<(), String> {
+        if (info.committer_name.as_str(), info.committer_email.as_str())
+            != (super::ORCH_NAME, super::ORCH_EMAIL)
+        {
+            return Err(format!(
+                "was committed by {} <{}>, not by git-orch",
+                info.committer_name, info.committer_email
+            ));
+        }
+        let trailer = |key: &str| {
+            info.message
+                .lines()
+                .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
+        };
+        if trailer("Orch-Writer: ").as_deref() != Some(writer) {
+            return Err(format!("does not name writer {writer} (Orch-Writer)"));
+        }
+        let pos = parse_trailers(&info.message).ok_or("has no Orch-Seq/Orch-Clock trailers")?;
+        let events: u64 = trailer("Orch-Events: ")
+            .and_then(|v| v.parse().ok())
+            .ok_or("has no Orch-Events trailer")?;
+        let parents: Vec<(TipPosition, Oid)> = info
+            .parents
+            .iter()
+            .map(|p| {
+                self.tip_info(*p)
+                    .map_err(|e| format!("has a parent that is no log commit: {e}"))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        match parents.as_slice() {
+            [] | [_] => {
+                let (before, before_tree) = parents
+                    .first()
+                    .copied()
+                    .unwrap_or((TipPosition::default(), self.empty_tree_id()));
+                if events == 0 || pos.seq != before.seq + events {
+                    return Err(format!(
+                        "does not continue its parent (seq {} after {}, {events} event(s))",
+                        pos.seq, before.seq
+                    ));
+                }
+                if pos.clock < before.clock + events {
+                    return Err(format!(
+                        "moves the clock backwards ({} after {})",
+                        pos.clock, before.clock
+                    ));
+                }
+                let changes = self
+                    .tree_changes(Some(before_tree), info.tree)
+                    .map_err(|e| e.to_string())?;
+                let added: Vec<u64> = changes
+                    .iter()
+                    .filter(|c| c.old.is_none() && c.new.is_some())
+                    .filter_map(|c| Found::new("", c.path.clone(), c.new.expect("added")).seq)
+                    .filter(|s| *s > before.seq && *s <= pos.seq)
+                    .collect();
+                if added.len() as u64 != events || changes.len() as u64 != events {
+                    return Err(format!(
+                        "should add {events} event(s) after seq {} and change nothing else, but changes {} entries",
+                        before.seq,
+                        changes.len()
+                    ));
+                }
+            }
+            [(a, a_tree), (b, b_tree)] => {
+                if events != 0 || pos.seq != a.seq.max(b.seq) || pos.clock != a.clock.max(b.clock) {
+                    return Err("is a merge that does not keep its parents' position".into());
+                }
+                for side in [a_tree, b_tree] {
+                    let lost = self
+                        .tree_changes(Some(*side), info.tree)
+                        .map_err(|e| e.to_string())?
+                        .into_iter()
+                        .any(|c| c.old.is_some());
+                    if lost {
+                        return Err("is a merge that drops or replaces events".into());
+                    }
+                }
+            }
+            _ => return Err("has more than two parents".into()),
+        }
+        Ok(())
+    }
+
     /// The last `n` events of the union of all logs, in global order,
     /// reading only the newest entries of each log (a writer's events sort
     /// by seq, and its clock grows with its seq).

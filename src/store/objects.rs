@@ -49,6 +49,8 @@ pub struct CommitInfo {
     pub time: i64,
     pub author_name: String,
     pub author_email: String,
+    pub committer_name: String,
+    pub committer_email: String,
     /// Whether the commit carries a gpg/ssh signature header (not whether
     /// it verifies; see [`Store::signature_valid`]).
     pub signed: bool,
@@ -67,6 +69,15 @@ impl Store {
     /// path of every append. Writing an object that exists is harmless.
     pub(super) fn write_new(&self, kind: gix::objs::Kind, bytes: &[u8]) -> gix::Result<Oid> {
         gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
+    }
+
+    /// The size of an object in bytes, from its header (the object is not
+    /// read: a blob of a gigabyte costs nothing here).
+    pub fn object_size(&self, id: Oid) -> Result<u64> {
+        self.repo
+            .find_header(id)
+            .map(|h| h.size())
+            .map_err(|e| StoreError::git(format!("reading the header of {id}"), e))
     }
 
     /// Reads a blob's bytes.
@@ -195,6 +206,8 @@ impl Store {
             time: committer.seconds(),
             author_name: author.name.to_string(),
             author_email: author.email.to_string(),
+            committer_name: committer.name.to_string(),
+            committer_email: committer.email.to_string(),
             signed: decoded
                 .extra_headers
                 .iter()
