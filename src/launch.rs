@@ -106,7 +106,9 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
     };
     let home = private_home(job.sandbox)?;
     let mut readable = job.readable.clone();
-    readable.push(job.prompt_file.to_owned());
+    if !readable.iter().any(|r| r == job.prompt_file) {
+        readable.push(job.prompt_file.to_owned());
+    }
     let group = job
         .sandbox
         .wrap(

@@ -302,7 +302,9 @@ impl PrivateHome {
             std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))
                 .map_err(io(&base))?;
         }
-        sweep_homes(&base);
+        // Once per process: what a killed git-orch left goes.
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep_homes(&base));
         let pid = std::process::id();
         let suffix: String = crate::ids::random_bytes::<6>()
             .iter()
@@ -857,9 +859,15 @@ impl Sandbox {
             for dir in object_dirs(&common) {
                 bind(&mut args, "--ro-bind", &dir, &dir);
             }
-            // The repository's own hooks, which the worktree's hooks chain.
+            // The repository's own hooks, which the worktree's hooks chain
+            // (git's samples are not hooks: nothing to show then).
             let hooks = common.join("hooks");
-            if hooks.is_dir() {
+            let has_hooks = std::fs::read_dir(&hooks).is_ok_and(|entries| {
+                entries
+                    .flatten()
+                    .any(|e| !e.file_name().to_string_lossy().ends_with(".sample"))
+            });
+            if has_hooks {
                 bind(&mut args, "--ro-bind", &hooks, &hooks);
             }
         }

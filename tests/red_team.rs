@@ -254,11 +254,11 @@ fn refs_the_agent_names_are_never_written_by_git_orch() {
         ),
         (
             "its branch a symbolic ref to an approval",
-            "branch=$(git symbolic-ref HEAD)\ngit add -A\ngit commit -q -m forged\nprintf 'ref: refs/orch/approvals/other\\n' > \".git/$branch\"\n",
+            "branch=$(git symbolic-ref HEAD)\ngit add -A\ngit commit -q -m forged\nmkdir -p \"$(dirname \".git/$branch\")\"\nprintf 'ref: refs/orch/approvals/other\\n' > \".git/$branch\"\n",
         ),
         (
             "its branch a symbolic ref to the log",
-            "branch=$(git symbolic-ref HEAD)\nw=$(ls \"$(dirname \"$(cat .git/objects/info/alternates)\")/refs/orch/log\" 2>/dev/null | head -n 1)\nprintf 'ref: refs/orch/log/%s\\n' \"${w:-x}\" > \".git/$branch\"\n",
+            "branch=$(git symbolic-ref HEAD)\nw=$(ls \"$(dirname \"$(cat .git/objects/info/alternates)\")/refs/orch/log\" 2>/dev/null | head -n 1)\nmkdir -p \"$(dirname \".git/$branch\")\"\nprintf 'ref: refs/orch/log/%s\\n' \"${w:-x}\" > \".git/$branch\"\n",
         ),
         (
             "a ref of the repository's own name",

@@ -180,12 +180,15 @@ fn end_descendants(grace: Duration, main: libc::pid_t, main_status: &mut Option<
         if reap(main, main_status).is_err() {
             return;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        // Woken at once when a child ends (a sandbox's init often
+        // outlives the sandbox's own process by a moment), not at the
+        // next poll.
+        nap(Duration::from_millis(10));
     }
     let give_up = Instant::now() + Duration::from_secs(10);
     while Instant::now() < give_up {
         signal_children(libc::SIGKILL);
-        std::thread::sleep(Duration::from_millis(5));
+        nap(Duration::from_millis(5));
         if reap(main, main_status).is_err() {
             return;
         }

@@ -48,6 +48,21 @@ pub fn follow(
             ));
         }
         if !super::control::driver_alive(store, run)? {
+            // The driver writes the run's end, then lets go of its lock:
+            // read the run again, or a run that just finished looks
+            // abandoned and gets a second driver.
+            let r = state
+                .read(store, |index| Ok::<_, RunError>(index.run(run)?.cloned()))?
+                .ok_or_else(|| RunError::Internal(format!("run {run} vanished from the log")))?;
+            if let Some(summary) = &r.finished {
+                return Ok(Followed::Ended(
+                    if summary.done + summary.skipped == summary.tasks {
+                        DriveOutcome::Finished(summary.clone())
+                    } else {
+                        DriveOutcome::Incomplete(summary.clone())
+                    },
+                ));
+            }
             return Ok(match &r.stopped {
                 Some((StopReason::Breaker, why)) => {
                     Followed::Ended(DriveOutcome::Breaker(why.clone()))

@@ -61,13 +61,13 @@ impl AttemptPaths {
 }
 
 /// git-orch's index of attempt `n` of `task`'s worktree:
-/// `.git/orch/checkouts/<run>/<task>-<n>.index`.
+/// `.git/orch/indexes/<run>/<task>-<n>`.
 pub fn checkout_index(common_dir: &Path, run: &RunId, task: &TaskId, n: u32) -> PathBuf {
     common_dir
         .join("orch")
-        .join("checkouts")
+        .join("indexes")
         .join(run.as_str())
-        .join(format!("{task}-{n}.index"))
+        .join(format!("{task}-{n}"))
 }
 
 /// The paths of attempt `n` of `task`.

@@ -163,7 +163,14 @@ impl Store {
         // The user's global excludes file (not read with the rest of the
         // global configuration): what they keep out of every commit stays
         // out of results too.
-        if let Ok(Some(file)) = self.config_get("core.excludesFile") {
+        // From the configuration read when the repository was opened: no
+        // `git config` process per checkout.
+        let excludes = self
+            .repo
+            .config_snapshot()
+            .string("core.excludesFile")
+            .map(|v| v.to_string());
+        if let Some(file) = excludes {
             let file = match (file.strip_prefix("~/"), std::env::var_os("HOME")) {
                 (Some(rest), Some(home)) => Path::new(&home).join(rest),
                 _ => PathBuf::from(file),
@@ -184,9 +191,52 @@ impl Store {
                 .map_err(io(format!("creating {}", parent.display())))?;
         }
         remove_any(&paths.index)?;
-        self.hardened_git(paths)
-            .run(["read-tree", "--reset", "-u", &commit.to_string()])?;
+        self.check_out_fresh(paths, commit)?;
         self.write_quarantine(paths, commit, branch)
+    }
+
+    /// Writes the files of `commit` into the empty folder `paths.dir` and
+    /// git-orch's index of them, in process (with the repository's own
+    /// attributes and filters, as `git worktree add` would check out).
+    fn check_out_fresh(&self, paths: &CheckoutPaths, commit: Oid) -> Result<()> {
+        let context = || format!("checking out {commit} into {}", paths.dir.display());
+        let tree = self.commit_info(commit)?.tree;
+        let mut index = self
+            .repo
+            .index_from_tree(&tree)
+            .map_err(|e| StoreError::git(context(), e))?;
+        let mut options = self
+            .repo
+            .checkout_options(gix::worktree::stack::state::attributes::Source::IdMapping)
+            .map_err(|e| StoreError::git(context(), e))?;
+        options.destination_is_initially_empty = true;
+        let objects = self
+            .repo
+            .objects
+            .clone()
+            .into_arc()
+            .map_err(|e| StoreError::io(context(), e))?;
+        let interrupt = std::sync::atomic::AtomicBool::new(false);
+        let outcome = gix::worktree::state::checkout(
+            &mut index,
+            &paths.dir,
+            objects,
+            &gix::progress::Discard,
+            &gix::progress::Discard,
+            &interrupt,
+            options,
+        )
+        .map_err(|e| StoreError::git(context(), e))?;
+        if let Some(first) = outcome.errors.first() {
+            return Err(StoreError::io(
+                format!("{}: {}", context(), first.path),
+                std::io::Error::other(first.error.to_string()),
+            ));
+        }
+        index.set_path(&paths.index);
+        index
+            .write(Default::default())
+            .map_err(|e| StoreError::git(format!("writing {}", paths.index.display()), e))
     }
 
     /// Puts an existing checkout at `commit`, in place: files that differ
@@ -213,32 +263,25 @@ impl Store {
         let q = paths.quarantine();
         remove_any(&q)?;
         let reference = branch_ref(branch);
-        let ref_file = q.join(&reference);
-        for dir in [
-            q.join("objects").join("info"),
-            q.join("objects").join("pack"),
-            q.join("refs").join("tags"),
-            q.join("hooks"),
-            ref_file
-                .parent()
-                .map(Path::to_owned)
-                .unwrap_or_else(|| q.clone()),
-        ] {
+        // As few files as git needs (each new file costs): the branch
+        // lives in `packed-refs`, so no folder per component of its name.
+        for dir in [q.join("objects").join("info"), q.join("refs")] {
             std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
         }
         let write = |path: PathBuf, text: String| {
             std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))
         };
         write(q.join("HEAD"), format!("ref: {reference}\n"))?;
-        write(ref_file, format!("{commit}\n"))?;
+        write(
+            q.join("packed-refs"),
+            format!("# pack-refs with: peeled fully-peeled sorted \n{commit} {reference}\n"),
+        )?;
         write(q.join("objects/info/alternates"), self.alternates_line())?;
         let sha256 = self.repo.object_hash() != gix::hash::Kind::Sha1;
-        let mut config = String::from("[core]\n");
-        config.push_str(&format!(
-            "\trepositoryformatversion = {}\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n",
+        let mut config = format!(
+            "[core]\n\trepositoryformatversion = {}\n\tfilemode = true\n\tbare = false\n[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n",
             u8::from(sha256)
-        ));
-        config.push_str("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n");
+        );
         if sha256 {
             config.push_str("[extensions]\n\tobjectformat = sha256\n");
         }
@@ -908,12 +951,17 @@ mod tests {
             &paths.dir,
             &["commit-tree", tree, "-p", &parent.to_string(), "-m", "x"],
         );
-        std::fs::write(
-            paths.quarantine().join("refs/heads").join(BRANCH),
-            format!("{c}\n"),
-        )
-        .expect("ref");
+        set_branch(paths, &c);
         c
+    }
+
+    /// Points the quarantine's branch at `commit`, as `git update-ref`
+    /// would (a loose ref, over the packed one).
+    fn set_branch(paths: &CheckoutPaths, commit: &str) {
+        agent_git(
+            &paths.dir,
+            &["update-ref", &format!("refs/heads/{BRANCH}"), commit],
+        );
     }
 
     #[test]
@@ -1025,28 +1073,28 @@ mod tests {
             (
                 "a symbolic branch",
                 Box::new(|p| {
-                    std::fs::write(
-                        p.quarantine().join("refs/heads").join(BRANCH),
-                        "ref: refs/orch/approvals/x\n",
-                    )
-                    .expect("w")
+                    agent_git(
+                        &p.dir,
+                        &[
+                            "symbolic-ref",
+                            &format!("refs/heads/{BRANCH}"),
+                            "refs/orch/approvals/x",
+                        ],
+                    );
                 }),
                 |r| matches!(r, Refusal::Symref(_)),
             ),
             (
                 "another ref",
                 Box::new(|p| {
-                    std::fs::create_dir_all(p.quarantine().join("refs/orch/log")).expect("mkdir");
-                    let head =
-                        std::fs::read_to_string(p.quarantine().join("refs/heads").join(BRANCH))
-                            .expect("r");
-                    std::fs::write(p.quarantine().join("refs/orch/log/w"), head).expect("w");
+                    agent_git(&p.dir, &["update-ref", "refs/orch/log/w", "HEAD"]);
                 }),
                 |r| matches!(r, Refusal::ExtraRef(n) if n == "refs/orch/log/w"),
             ),
             (
                 "a pack",
                 Box::new(|p| {
+                    std::fs::create_dir_all(p.quarantine().join("objects/pack")).expect("mkdir");
                     std::fs::write(p.quarantine().join("objects/pack/pack-1.pack"), "PACK")
                         .expect("w")
                 }),
@@ -1063,8 +1111,10 @@ mod tests {
             (
                 "a deleted branch",
                 Box::new(|p| {
-                    std::fs::remove_file(p.quarantine().join("refs/heads").join(BRANCH))
-                        .expect("rm")
+                    agent_git(
+                        &p.dir,
+                        &["update-ref", "-d", &format!("refs/heads/{BRANCH}")],
+                    );
                 }),
                 |r| matches!(r, Refusal::NoBranch(_)),
             ),
@@ -1136,11 +1186,7 @@ mod tests {
         let b = literal(&paths.dir, "blob", b"x\n");
         let tree = literal(&paths.dir, "tree", &raw_tree(&[("100644", "a", &b)]));
         let orphan = agent_git(&paths.dir, &["commit-tree", &tree, "-m", "orphan"]);
-        std::fs::write(
-            paths.quarantine().join("refs/heads").join(BRANCH),
-            format!("{orphan}\n"),
-        )
-        .expect("ref");
+        set_branch(&paths, &orphan);
         let r = refusal(import(&store, &paths, start));
         assert!(matches!(r, Refusal::NotDescendant(_)), "{r:?}");
         assert!(!store.has_object(store.parse_oid(&orphan).expect("oid")));

@@ -90,9 +90,7 @@ impl Drop for ScratchGuard {
     fn drop(&mut self) {
         // Best effort: one left behind (a failing git) is what `git orch
         // cleanup` sweeps and `git orch fsck` reports.
-        if let Ok(store) = Store::open(&self.common_dir) {
-            let _ = remove_scratch(&store, &self.path);
-        }
+        let _ = Store::with_reused(&self.common_dir, |store| remove_scratch(store, &self.path));
     }
 }
 
@@ -168,10 +166,8 @@ impl KeptScratch {
 impl Drop for KeptScratch {
     fn drop(&mut self) {
         let held = self.lock.get_mut().unwrap_or_else(|e| e.into_inner());
-        if held.is_some()
-            && let Ok(store) = Store::open(&self.common_dir)
-        {
-            let _ = remove_scratch(&store, &self.path);
+        if held.is_some() {
+            let _ = Store::with_reused(&self.common_dir, |store| remove_scratch(store, &self.path));
         }
         // The lock goes after the worktree.
         held.take();
@@ -183,13 +179,17 @@ impl Drop for KeptScratch {
 /// made). It is git-orch's own, under `.git/orch/`, and holds nothing of
 /// a person's, so removal is forced.
 pub fn remove_scratch(store: &Store, scratch: &Path) -> Result<(), StoreError> {
+    let linked = std::fs::symlink_metadata(scratch.join(".git")).is_ok_and(|m| m.is_file());
     match std::fs::remove_dir_all(scratch) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(StoreError::io(format!("removing {}", scratch.display()), e)),
     }
     let _ = std::fs::remove_file(scratch_checkout(scratch).index);
-    store.forget_worktree(scratch)
+    if linked {
+        store.forget_worktree(scratch)?;
+    }
+    Ok(())
 }
 
 /// A scratch worktree found by [`idle_scratch`]: its path and, when no
