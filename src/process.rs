@@ -6,6 +6,9 @@
 //! that run in a process group of their own so a timeout can stop the whole
 //! tree with `killpg`, under a supervisor (`supervisor`) that ends the
 //! whole tree when the process that started it dies, even by SIGKILL.
+//! git run on a folder that an agent or a gate command could write goes
+//! through [`HardenedGit`]: repository, work tree and index given by
+//! git-orch, no configuration that could start a program.
 //! Nothing here knows about plans or runs.
 //!
 //! It also owns the one shell-quoting helper ([`shell_quote`]): text that
@@ -196,19 +199,24 @@ impl Git {
             program: "git".into(),
             source,
         })?;
-        if !out.status.success() {
-            return Err(ProcessError::Failed {
-                command: shown,
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-        while s.ends_with('\n') || s.ends_with('\r') {
-            s.pop();
-        }
-        Ok(s)
+        git_stdout(shown, out)
     }
+}
+
+/// A finished git's stdout without its trailing newline, or its failure.
+fn git_stdout(shown: String, out: Output) -> Result<String, ProcessError> {
+    if !out.status.success() {
+        return Err(ProcessError::Failed {
+            command: shown,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        });
+    }
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    while s.ends_with('\n') || s.ends_with('\r') {
+        s.pop();
+    }
+    Ok(s)
 }
 
 /// Runs `program` in `cwd` to its end with stdout and stderr merged into one

@@ -174,18 +174,7 @@ impl HardenedGit {
             program: "git".into(),
             source,
         })?;
-        if !out.status.success() {
-            return Err(ProcessError::Failed {
-                command: shown,
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            });
-        }
-        let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
-        while s.ends_with('\n') || s.ends_with('\r') {
-            s.pop();
-        }
-        Ok(s)
+        super::git_stdout(shown, out)
     }
 
     /// The git directory this runs against.

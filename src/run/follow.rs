@@ -38,14 +38,8 @@ pub fn follow(
             .read(store, |index| Ok::<_, RunError>(index.run(run)?.cloned()))?
             .ok_or_else(|| RunError::Internal(format!("run {run} vanished from the log")))?;
         tick(&r);
-        if let Some(summary) = &r.finished {
-            return Ok(Followed::Ended(
-                if summary.done + summary.skipped == summary.tasks {
-                    DriveOutcome::Finished(summary.clone())
-                } else {
-                    DriveOutcome::Incomplete(summary.clone())
-                },
-            ));
+        if let Some(ended) = finished(&r) {
+            return Ok(ended);
         }
         if !super::control::driver_alive(store, run)? {
             // The driver writes the run's end, then lets go of its lock:
@@ -54,14 +48,8 @@ pub fn follow(
             let r = state
                 .read(store, |index| Ok::<_, RunError>(index.run(run)?.cloned()))?
                 .ok_or_else(|| RunError::Internal(format!("run {run} vanished from the log")))?;
-            if let Some(summary) = &r.finished {
-                return Ok(Followed::Ended(
-                    if summary.done + summary.skipped == summary.tasks {
-                        DriveOutcome::Finished(summary.clone())
-                    } else {
-                        DriveOutcome::Incomplete(summary.clone())
-                    },
-                ));
+            if let Some(ended) = finished(&r) {
+                return Ok(ended);
             }
             return Ok(match &r.stopped {
                 Some((StopReason::Breaker, why)) => {
@@ -77,4 +65,16 @@ pub fn follow(
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// How `r` ended, once it has finished.
+fn finished(r: &RunState) -> Option<Followed> {
+    let summary = r.finished.as_ref()?;
+    Some(Followed::Ended(
+        if summary.done + summary.skipped == summary.tasks {
+            DriveOutcome::Finished(summary.clone())
+        } else {
+            DriveOutcome::Incomplete(summary.clone())
+        },
+    ))
 }

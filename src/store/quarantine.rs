@@ -317,33 +317,24 @@ impl Store {
     /// untracked. Whatever the folder's `.git` says is not consulted.
     pub fn checkout_changes(&self, paths: &CheckoutPaths) -> Result<Vec<(String, bool)>> {
         let git = self.hardened_git(paths);
+        // Submodules are not looked into: that would run git in a nested
+        // repository with whatever configuration the agent gave it.
         let out = git.output([
             "status",
             "--porcelain=v1",
             "-z",
             "--untracked-files=all",
             "--no-renames",
-            "--ignore-submodules=none",
+            "--ignore-submodules=all",
         ])?;
-        if !out.status.success() {
-            return Err(StoreError::Process(crate::process::ProcessError::Failed {
-                command: format!("git status of {}", paths.dir.display()),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }));
-        }
-        // `XY path`: X is the index against the repository's HEAD, which
-        // says nothing here; Y is the folder against the index.
-        Ok(out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|e| e.len() > 3)
-            .filter(|e| e.starts_with(b"??") || e[1] != b' ')
+        // X is the index against the repository's HEAD, which says nothing
+        // here; Y is the folder against the index.
+        Ok(super::worktrees::status_entries(out, &paths.dir)?
+            .into_iter()
+            .filter(|e| e.untracked() || e.y != b' ')
             .map(|e| {
-                (
-                    String::from_utf8_lossy(&e[3..]).into_owned(),
-                    e.starts_with(b"??"),
-                )
+                let untracked = e.untracked();
+                (e.path, untracked)
             })
             .collect())
     }

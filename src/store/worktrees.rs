@@ -111,18 +111,9 @@ impl Store {
                 "--ignore-submodules=all",
                 "--no-renames",
             ])?;
-        if !out.status.success() {
-            return Err(StoreError::Process(crate::process::ProcessError::Failed {
-                command: format!("git status in {}", dir.display()),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }));
-        }
-        let paths = out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|e| e.len() > 3)
-            .map(|e| String::from_utf8_lossy(&e[3..]).into_owned())
+        let paths = status_entries(out, dir)?
+            .into_iter()
+            .map(|e| e.path)
             .collect();
         Ok(Some((paths, self.record_head(&record))))
     }
@@ -292,20 +283,11 @@ impl Store {
             "--untracked-files=all",
             "--no-renames",
         ])?;
-        if !out.status.success() {
-            return Err(StoreError::Process(crate::process::ProcessError::Failed {
-                command: format!("git status in {}", dir.display()),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-            }));
-        }
-        Ok(out
-            .stdout
-            .split(|b| *b == 0)
-            .filter(|e| e.len() > 3)
+        Ok(status_entries(out, dir)?
+            .into_iter()
             .map(|e| {
-                let untracked = e.starts_with(b"??");
-                (String::from_utf8_lossy(&e[3..]).into_owned(), untracked)
+                let untracked = e.untracked();
+                (e.path, untracked)
             })
             .collect())
     }
@@ -316,4 +298,41 @@ impl Store {
         let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         Ok((out.status.success() && !s.is_empty()).then_some(s))
     }
+}
+
+/// One entry of `git status --porcelain=v1 -z`: `XY path`.
+pub(crate) struct StatusEntry {
+    /// The index against HEAD.
+    pub x: u8,
+    /// The working tree against the index.
+    pub y: u8,
+    pub path: String,
+}
+
+impl StatusEntry {
+    pub fn untracked(&self) -> bool {
+        self.x == b'?'
+    }
+}
+
+/// The entries of `git status --porcelain=v1 -z` run on `dir`, or why
+/// it failed.
+pub(crate) fn status_entries(out: std::process::Output, dir: &Path) -> Result<Vec<StatusEntry>> {
+    if !out.status.success() {
+        return Err(StoreError::Process(crate::process::ProcessError::Failed {
+            command: format!("git status of {}", dir.display()),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        }));
+    }
+    Ok(out
+        .stdout
+        .split(|b| *b == 0)
+        .filter(|e| e.len() > 3)
+        .map(|e| StatusEntry {
+            x: e[0],
+            y: e[1],
+            path: String::from_utf8_lossy(&e[3..]).into_owned(),
+        })
+        .collect())
 }
