@@ -176,6 +176,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
                 commit: id("commit"),
                 tree: id("tree"),
                 changed: 3,
+                control_paths: Vec::new(),
             },
         ]);
         let mut end: Vec<Event> = [

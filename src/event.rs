@@ -224,6 +224,11 @@ pub enum Event {
         tree: String,
         /// Paths changed relative to the attempt's base.
         changed: usize,
+        /// The [control paths](crate::plan::control) the result changes,
+        /// in its net change or any of its commits: it lands only once a
+        /// person approved its exact tree.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        control_paths: Vec<String>,
     },
     /// One gate's verdict on an attempt's result.
     GateVerdict {

@@ -136,6 +136,14 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
     })
 }
 
+/// How much of the end of an agent's output is read for its usage and
+/// verdict: the totals come last, and the output is as long as the agent
+/// likes.
+pub const OUTPUT_READ: usize = 16 << 20;
+
+/// The largest session record read for usage.
+const SESSION_RECORD_MAX: u64 = 64 << 20;
+
 /// The usage in the session record a CLI kept for this run (see
 /// [`agent::session_records`]): found under the agent's home folder,
 /// written since the launch, naming the worktree.
@@ -163,7 +171,10 @@ fn session_usage(spec: &AgentSpec, launch: &Launch) -> Option<agent::Usage> {
         }
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
-            let Ok(meta) = entry.metadata() else { continue };
+            // Not through symlinks: the agent made this tree.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
             if meta.is_dir() {
                 stack.push((path, depth + 1));
                 continue;
@@ -172,7 +183,10 @@ fn session_usage(spec: &AgentSpec, launch: &Launch) -> Option<agent::Usage> {
             if modified < launch.prepared || path.extension().is_none_or(|e| e != "jsonl") {
                 continue;
             }
-            let Ok(text) = std::fs::read_to_string(&path) else {
+            // The agent wrote these: a regular file of a sane size only.
+            let Some(text) = crate::process::read_written(&path, SESSION_RECORD_MAX)
+                .and_then(|b| String::from_utf8(b).ok())
+            else {
                 continue;
             };
             // Gemini names the project in `.project_root` beside `chats/`.
@@ -180,7 +194,8 @@ fn session_usage(spec: &AgentSpec, launch: &Launch) -> Option<agent::Usage> {
                 .parent()
                 .and_then(Path::parent)
                 .map(|p| p.join(".project_root"))
-                .and_then(|p| std::fs::read_to_string(p).ok())
+                .and_then(|p| crate::process::read_written(&p, 4096))
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
                 .unwrap_or_default();
             if !(text.contains(&worktree) || root.trim() == worktree) {
                 continue;
@@ -235,7 +250,7 @@ pub fn read(
     prices: &BTreeMap<String, Price>,
     tail: &str,
 ) -> Read {
-    let stdout = std::fs::read(&launch.group.stdout).unwrap_or_default();
+    let stdout = crate::process::tail_bytes(&launch.group.stdout, OUTPUT_READ);
     let watch = launch
         .watch
         .lock()

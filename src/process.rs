@@ -778,23 +778,47 @@ pub fn capture(
 
 /// The last `max` bytes of a file, as text (for output tails).
 pub fn tail_of(path: &Path, max: usize) -> String {
+    String::from_utf8_lossy(&tail_bytes(path, max)).into_owned()
+}
+
+/// The last `max` bytes of a file, from a line boundary when cut: an
+/// agent's output is as long as it likes, and only its end is read.
+pub fn tail_bytes(path: &Path, max: usize) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
-        return String::new();
+        return Vec::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(max as u64);
     let _ = f.seek(SeekFrom::Start(start));
     let mut buf = Vec::new();
     let _ = f.take(max as u64).read_to_end(&mut buf);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    // Start at a line boundary when the tail was cut.
     if start > 0
-        && let Some(i) = text.find('\n')
+        && let Some(i) = buf.iter().position(|&b| b == b'\n')
     {
-        return text[i + 1..].to_owned();
+        buf.drain(..=i);
     }
-    text
+    buf
+}
+
+/// A file a confined process could write, read as data: only a regular
+/// file (never through a symlink, never a fifo that would block) of at
+/// most `max` bytes, else `None`.
+pub fn read_written(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    let meta = f.metadata().ok()?;
+    if !meta.is_file() || meta.len() > max {
+        return None;
+    }
+    let mut buf = Vec::new();
+    f.take(max + 1).read_to_end(&mut buf).ok()?;
+    (buf.len() as u64 <= max).then_some(buf)
 }
 
 /// Whether this process runs as root (effective uid 0).

@@ -878,6 +878,20 @@ impl Sandbox {
             }
         }
         bind(&mut args, "--bind", &worktree, &worktree);
+        // Other commands' private homes sit beside this one; where the
+        // temporary directory is not one of the private ones above
+        // (TMPDIR set elsewhere), their folder is hidden here.
+        if let Some(base) = private_home.parent() {
+            let hidden = base.starts_with("/tmp")
+                || base.starts_with("/var/tmp")
+                || real_home.as_ref().is_some_and(|h| base.starts_with(h));
+            let ours = base
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("git-orch-"));
+            if ours && !hidden && base.is_dir() {
+                flag(&mut args, "--tmpfs", &base.to_string_lossy());
+            }
+        }
         bind(&mut args, "--bind", &private_home, &private_home);
         for w in confine.writable {
             std::fs::create_dir_all(w).map_err(io(w))?;

@@ -167,7 +167,8 @@ git -C src/a/sub add f
 git -C src/a/sub -c user.name=a -c user.email=a@a commit -q -m x
 git -C src/a/sub config core.fsmonitor "$payload"
 "#,
-            false,
+            // Refused as well: git-orch lands files, never a gitlink.
+            true,
         ),
         (
             "an external diff and a pager",
@@ -408,8 +409,13 @@ fn an_agent_cannot_read_another_attempts_home_and_no_home_outlives_its_attempt()
         r#"{"claudeAiOauth":{"accessToken":"sk-ant-oat01-REDTEAMTOKEN"}}"#,
     )
     .expect("credentials");
-    let tmp = sb.path().join("tmp");
-    std::fs::create_dir_all(&tmp).expect("tmp");
+    // A temporary directory outside /tmp, which the sandbox does not
+    // replace: the homes in it must be hidden all the same.
+    let tmp_dir = tempfile::Builder::new()
+        .prefix("homes-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tmp");
+    let tmp = tmp_dir.path().to_owned();
     sb.set_env("TMPDIR", &tmp.to_string_lossy());
     // a: the fake Claude Code (its login copied into its home) waits until
     // b has searched; b: the hostile command agent, searching every place
@@ -711,7 +717,7 @@ fn a_huge_file_fails_its_gate_without_being_read_into_memory() {
     let out = sb.orch(&p.repo, &["run", "proj"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     let (class, reason) = last_failure(&sb, &p.repo);
-    assert_eq!(class, "empty", "{reason}");
+    assert_eq!(class, "gate", "{reason}");
     assert!(reason.contains("maxFileSize"), "{reason}");
 }
 
@@ -984,4 +990,90 @@ fn records_forged_with_plain_git_are_not_trusted() {
         );
     }
     sb.git(&p.repo, &["update-ref", approvals, &old]);
+}
+
+#[test]
+fn one_gates_command_cannot_decide_the_next_gates_verdict() {
+    // The agent's "lint" (a command gate the user configured, running a
+    // script of the agent's) rewrites the failing test so the
+    // verification that follows passes.
+    let attack = r#"set -e
+mkdir -p src/a
+echo 'exit 1' > src/a/test.sh
+printf 'echo "exit 0" > src/a/test.sh\n' > src/a/lint.sh
+"#;
+    for mode in Mode::available(
+        "one_gates_command_cannot_decide_the_next_gates_verdict",
+        true,
+    ) {
+        let mut sb = Sandbox::new();
+        let p = hostile(
+            &mut sb,
+            mode,
+            attack,
+            "sh src/a/test.sh",
+            "[gate \"lint\"]\n    run = sh src/a/lint.sh\n    mode = warn\n",
+        );
+        let out = sb.orch(&p.repo, &["run", "proj"]);
+        assert_ne!(out.status.code(), Some(0), "{mode:?}: the run passed");
+        let (class, _) = last_failure(&sb, &p.repo);
+        assert_eq!(class, "gate", "{mode:?}");
+        let verdicts: Vec<_> = events(&sb, &p.repo)
+            .into_iter()
+            .filter(|e| e["type"] == "gate_verdict")
+            .map(|e| {
+                (
+                    e["verdict"]["gate"].as_str().unwrap_or("").to_owned(),
+                    e["verdict"]["status"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        assert!(
+            verdicts.contains(&("lint".to_owned(), "pass".to_owned())),
+            "{mode:?}: {verdicts:?}"
+        );
+        assert!(
+            verdicts.contains(&("verification".to_owned(), "fail".to_owned())),
+            "{mode:?}: {verdicts:?}"
+        );
+        assert!(!sb.path().join("pwned").exists());
+    }
+}
+
+#[test]
+fn a_verdict_file_that_is_a_fifo_or_a_link_never_hangs_or_passes_the_reviewer() {
+    for mode in Mode::available(
+        "a_verdict_file_that_is_a_fifo_or_a_link_never_hangs_or_passes_the_reviewer",
+        true,
+    ) {
+        for (what, review) in [
+            ("fifo", "mkfifo \"$ORCH_REVIEW_FILE\"\n"),
+            (
+                "link",
+                "printf '{\"verdict\":\"pass\",\"findings\":[]}' > v.json\nln -s \"$PWD/v.json\" \"$ORCH_REVIEW_FILE\"\n",
+            ),
+        ] {
+            let mut sb = Sandbox::new();
+            let p = hostile(
+                &mut sb,
+                mode,
+                "mkdir -p src/a\necho work > src/a/work\n",
+                "true",
+                "[agent \"reviewer\"]\n    kind = command\n    command = sh review.sh\n[gate \"review\"]\n    agent = reviewer\n",
+            );
+            std::fs::write(p.repo.join("review.sh"), review).expect("review");
+            sb.git(&p.repo, &["add", "review.sh"]);
+            sb.git(&p.repo, &["commit", "-q", "-m", "the reviewer"]);
+            let out = sb.orch(&p.repo, &["run", "proj"]);
+            assert_ne!(out.status.code(), Some(0), "{mode:?} {what}: passed");
+            let review = events(&sb, &p.repo)
+                .into_iter()
+                .find(|e| e["type"] == "gate_verdict" && e["verdict"]["gate"] == "review")
+                .expect("a review verdict");
+            assert_eq!(
+                review["verdict"]["status"], "error",
+                "{mode:?} {what}: {review}"
+            );
+        }
+    }
 }

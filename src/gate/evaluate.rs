@@ -84,6 +84,8 @@ pub fn failure_of(v: &Verdict) -> Failure {
     let class = match v.gate.as_str() {
         "scope" => FailureClass::Scope,
         "secrets" => FailureClass::Secret,
+        // The diff gate also refuses files over the size limit.
+        "diff" if v.details.get("too_large").is_some() => FailureClass::Gate,
         "diff" => FailureClass::Empty,
         _ => FailureClass::Gate,
     };
@@ -302,38 +304,74 @@ pub async fn evaluate(
 }
 
 /// The fresh checkout of the result that command gates and the reviewer
-/// share, made when the first of them runs.
+/// share, made when the first of them runs. Each later one gets it put
+/// back at exactly the result first: a gate command runs code of the
+/// agent's, and what one leaves (a rewritten file, a planted hook, a
+/// doctored git folder) must not decide the next one's verdict.
 enum Checkout {
     Unmade,
-    Made(PathBuf, crate::store::scratch::ScratchGuard),
+    /// Made; `used` once a gate has been handed it.
+    Made {
+        dir: PathBuf,
+        guard: crate::store::scratch::ScratchGuard,
+        used: bool,
+    },
     Failed(String),
 }
 
 impl Checkout {
-    /// Its folder, made now if it was not yet.
+    /// Its folder, at exactly the result: made now if it was not yet,
+    /// put back if an earlier gate ran in it.
     async fn ready(&mut self, subject: &Subject) -> Result<PathBuf, String> {
-        if let Checkout::Unmade = self {
-            let (dir, scratch, result) = (
-                subject.common_dir.clone(),
-                subject.scratch.clone(),
-                subject.result,
-            );
-            let made = tokio::task::spawn_blocking(move || {
-                Store::with_reused(&dir, |store| {
-                    let guard = crate::store::scratch::ScratchGuard::take(&dir, &scratch)?;
-                    crate::store::scratch::prepare_scratch(store, &scratch, result)?;
-                    Ok::<_, StoreError>(guard)
-                })?
-            })
-            .await
-            .expect("the checkout thread does not panic");
-            *self = match made {
-                Ok(guard) => Checkout::Made(subject.scratch.clone(), guard),
-                Err(e) => Checkout::Failed(format!("the result could not be checked out: {e}")),
-            };
+        let (dir, scratch, result) = (
+            subject.common_dir.clone(),
+            subject.scratch.clone(),
+            subject.result,
+        );
+        match self {
+            Checkout::Unmade => {
+                let made = tokio::task::spawn_blocking(move || {
+                    Store::with_reused(&dir, |store| {
+                        let guard = crate::store::scratch::ScratchGuard::take(&dir, &scratch)?;
+                        crate::store::scratch::prepare_scratch(store, &scratch, result)?;
+                        Ok::<_, StoreError>(guard)
+                    })?
+                })
+                .await
+                .expect("the checkout thread does not panic");
+                *self = match made {
+                    Ok(guard) => Checkout::Made {
+                        dir: subject.scratch.clone(),
+                        guard,
+                        used: false,
+                    },
+                    Err(e) => Checkout::Failed(format!("the result could not be checked out: {e}")),
+                };
+            }
+            Checkout::Made { used: true, .. } => {
+                let reset = tokio::task::spawn_blocking(move || {
+                    Store::with_reused(&dir, |store| {
+                        crate::store::scratch::prepare_scratch(store, &scratch, result)
+                    })?
+                })
+                .await
+                .expect("the checkout thread does not panic");
+                if let Err(e) = reset {
+                    // The guard's drop removes what is there.
+                    let old = std::mem::replace(
+                        self,
+                        Checkout::Failed(format!("the result could not be checked out again: {e}")),
+                    );
+                    old.remove().await;
+                }
+            }
+            Checkout::Made { used: false, .. } | Checkout::Failed(_) => {}
         }
         match self {
-            Checkout::Made(dir, _) => Ok(dir.clone()),
+            Checkout::Made { dir, used, .. } => {
+                *used = true;
+                Ok(dir.clone())
+            }
             Checkout::Failed(why) => Err(why.clone()),
             Checkout::Unmade => unreachable!("made above"),
         }
@@ -341,7 +379,7 @@ impl Checkout {
 
     /// Removes it (on a blocking thread: a large checkout takes a while).
     async fn remove(self) {
-        if let Checkout::Made(_, guard) = self {
+        if let Checkout::Made { guard, .. } = self {
             let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
         }
     }

@@ -19,6 +19,10 @@ use crate::agent::AgentSpec;
 use crate::event::{GateMode, GateStatus, Verdict};
 use crate::process::GroupChild;
 
+/// The largest verdict file read: the reviewer writes it, and a verdict
+/// with its findings is a few kilobytes.
+const REVIEW_FILE_MAX: u64 = 1 << 20;
+
 /// Everything the reviewer is shown.
 pub struct ReviewInput<'a> {
     pub spec: &'a AgentSpec,
@@ -173,9 +177,13 @@ pub async fn run(def: &GateDef, input: &ReviewInput<'_>, cancel: &CancellationTo
             super::command::GRACE,
         )
         .await;
-    let stdout = std::fs::read_to_string(&launch.group.stdout).unwrap_or_default();
-    let verdict = std::fs::read_to_string(&review_file)
-        .ok()
+    let stdout = String::from_utf8_lossy(&crate::process::tail_bytes(
+        &launch.group.stdout,
+        crate::launch::OUTPUT_READ,
+    ))
+    .into_owned();
+    let verdict = crate::process::read_written(&review_file, REVIEW_FILE_MAX)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
         .and_then(|t| {
             serde_json::from_str::<Value>(&t)
                 .ok()

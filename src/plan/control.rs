@@ -132,26 +132,65 @@ pub const CONTROL_PATHS: &[ControlPath] = &[
     },
 ];
 
+/// The control paths' globs, matched without regard to case: on a file
+/// system that folds case (macOS, Windows), `.CLAUDE/settings.json` is
+/// `.claude/settings.json`.
 fn set() -> &'static GlobSet {
     static SET: OnceLock<GlobSet> = OnceLock::new();
     SET.get_or_init(|| {
         let mut b = GlobSetBuilder::new();
         for c in CONTROL_PATHS {
-            b.add(super::glob::compile(c.glob).expect("control path globs compile"));
+            b.add(
+                globset::GlobBuilder::new(c.glob)
+                    .literal_separator(true)
+                    .case_insensitive(true)
+                    .build()
+                    .expect("control path globs compile"),
+            );
         }
         b.build().expect("control path globs build")
     })
 }
 
-/// The control path `path` (a repository path) is, if any.
-pub fn control_path(path: &str) -> Option<&'static ControlPath> {
-    set().matches(path).first().map(|&i| &CONTROL_PATHS[i])
+/// The folder a control path's glob starts with (`.github/workflows` for
+/// `.github/workflows/**`), when it starts with one.
+fn folder(c: &ControlPath) -> Option<&'static str> {
+    c.glob.strip_suffix("/**").filter(|f| !f.contains('*'))
 }
 
-/// Whether `glob` names the control path `c` (mentions it literally)
-/// rather than only matching files under it.
+/// The control path `path` (a repository path) is, if any: a file it
+/// covers, or the folder it lives in or one above it (`.claude`,
+/// `.github`), which a symbolic link there could point elsewhere.
+pub fn control_path(path: &str) -> Option<&'static ControlPath> {
+    if let Some(&i) = set().matches(path).first() {
+        return Some(&CONTROL_PATHS[i]);
+    }
+    let lower = path.to_ascii_lowercase();
+    CONTROL_PATHS.iter().find(|c| {
+        folder(c).is_some_and(|f| {
+            let f = f.to_ascii_lowercase();
+            f == lower || f.starts_with(&format!("{lower}/"))
+        })
+    })
+}
+
+/// Whether `glob` names the control path `c` (mentions it literally, in
+/// any case) rather than only matching files under it.
 pub fn names(glob: &str, c: &ControlPath) -> bool {
-    glob.contains(c.anchor)
+    let anchor = c.anchor.trim_end_matches('/').to_ascii_lowercase();
+    glob.to_ascii_lowercase().contains(&anchor)
+}
+
+/// The control paths among `paths`, sorted, each once.
+pub fn among<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = paths
+        .into_iter()
+        .filter(|p| control_path(p).is_some())
+        .map(str::to_owned)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Whether one of `owned` (a subtask's include globs) names the control
@@ -185,10 +224,20 @@ mod tests {
         for path in [
             "src/orch/config",
             "README.md",
-            "src/agents.md",
+            "src/agent.md",
             ".github/CODEOWNERS",
         ] {
             assert_eq!(control_path(path), None, "{path}");
+        }
+        // Another case, and the folders a symbolic link could replace.
+        for path in [
+            ".CLAUDE/settings.json",
+            "docs/agents.MD",
+            ".claude",
+            ".github",
+            ".orch",
+        ] {
+            assert!(control_path(path).is_some(), "{path}");
         }
     }
 

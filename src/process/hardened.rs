@@ -19,6 +19,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use super::ProcessError;
 
@@ -55,7 +56,13 @@ pub struct HardenedGit {
     index: Option<PathBuf>,
     config: Vec<String>,
     env: Vec<(String, String)>,
+    timeout: Duration,
 }
+
+/// How long one hardened git may run before it is stopped: it reads a
+/// folder something else filled (a file of terabytes, millions of files),
+/// and must not hang the run.
+pub const TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 impl HardenedGit {
     /// git on the repository whose git directory is `git_dir` (a path
@@ -67,7 +74,14 @@ impl HardenedGit {
             index: None,
             config: Vec::new(),
             env: Vec::new(),
+            timeout: TIMEOUT,
         }
+    }
+
+    /// How long each command may run (default [`TIMEOUT`]).
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = limit;
+        self
     }
 
     /// The work tree git reads and writes files in.
@@ -155,11 +169,8 @@ impl HardenedGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let (mut cmd, _) = self.command(args);
-        cmd.output().map_err(|source| ProcessError::Spawn {
-            program: "git".into(),
-            source,
-        })
+        let (cmd, shown) = self.command(args);
+        output_within(cmd, &shown, self.timeout)
     }
 
     /// Runs git, requires success and returns stdout without its trailing
@@ -169,11 +180,8 @@ impl HardenedGit {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let (mut cmd, shown) = self.command(args);
-        let out = cmd.output().map_err(|source| ProcessError::Spawn {
-            program: "git".into(),
-            source,
-        })?;
+        let (cmd, shown) = self.command(args);
+        let out = output_within(cmd, &shown, self.timeout)?;
         super::git_stdout(shown, out)
     }
 
@@ -181,6 +189,64 @@ impl HardenedGit {
     pub fn git_dir(&self) -> &Path {
         &self.git_dir
     }
+}
+
+/// Runs `cmd` to its end, or stops it (its whole process group) once
+/// `limit` has passed; its output either way.
+fn output_within(mut cmd: Command, shown: &str, limit: Duration) -> Result<Output, ProcessError> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let spawn_error = |source| ProcessError::Spawn {
+        program: "git".into(),
+        source,
+    };
+    cmd.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let pgid = child.id();
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = match rx.recv_timeout(limit) {
+        Ok(status) => status.map_err(spawn_error)?,
+        Err(_) => {
+            super::signal_group(pgid, libc::SIGKILL);
+            let _ = rx.recv();
+            return Err(ProcessError::Failed {
+                command: shown.to_owned(),
+                status: "stopped".into(),
+                stderr: format!("it ran longer than {}s", limit.as_secs()),
+            });
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]

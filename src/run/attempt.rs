@@ -239,6 +239,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
         }
         Err(Prepare::Failed(class, why)) => {
             let f = Failure { class, reason: why };
+            settle(&job, &paths).await;
             let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
             return end(&job, &spec.name, Outcome::Failed, Some(f));
         }
@@ -252,6 +253,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
         } else {
             Outcome::Failed
         };
+        settle(&job, &paths).await;
         let _ = record_end(&job, outcome, Some(f.clone())).await;
         return end(&job, &spec.name, outcome, Some(f));
     }
@@ -262,6 +264,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
                 class: FailureClass::Internal,
                 reason: why,
             };
+            settle(&job, &paths).await;
             let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
             return end(&job, &spec.name, Outcome::Failed, Some(f));
         }
@@ -274,6 +277,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
             class: FailureClass::Interrupted,
             reason: "stopped: the run was interrupted".into(),
         };
+        settle(&job, &paths).await;
         let _ = record_end(&job, Outcome::Abandoned, Some(f.clone())).await;
         return end(&job, &spec.name, Outcome::Abandoned, Some(f));
     }
@@ -282,6 +286,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
             class: FailureClass::Unavailable,
             reason: format!("agent {} unavailable: {why}", spec.name),
         };
+        settle(&job, &paths).await;
         let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
         return end(&job, &spec.name, Outcome::Failed, Some(f));
     }
@@ -292,10 +297,24 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
                 class: FailureClass::Internal,
                 reason: e.to_string(),
             };
+            settle(&job, &paths).await;
             let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
             end(&job, &spec.name, Outcome::Failed, Some(f))
         }
     }
+}
+
+/// Settles the worktree of an attempt that ends without its result being
+/// taken (see [`workspace::settle`]); best effort: a failure here leaves
+/// it for `git orch cleanup`, which never reads its git folder either.
+async fn settle(job: &Job, paths: &AttemptPaths) {
+    let p = paths.clone();
+    let start = job.start.unwrap_or(job.base);
+    let limits = job.ctx.settings.import_limits();
+    let _ = blocking(&job.ctx, move |store| {
+        Ok(workspace::settle(store, &p, start, limits)?)
+    })
+    .await;
 }
 
 /// An attempt that ended before it had a worktree (no agent available):
@@ -771,11 +790,20 @@ async fn commit(
         let (commit_id, tree_id) = match made {
             Ok(Ok(made)) => made,
             Ok(Err(refused)) => {
-                let failure = Failure {
-                    class: FailureClass::Quarantine,
-                    reason: format!(
-                        "what the agent left in its worktree's git folder was refused: {refused}"
-                    ),
+                let failure = match refused {
+                    // Too much left in the worktree itself: a gate's kind
+                    // of failure, about the work.
+                    crate::store::quarantine::Refusal::FileTooLarge { .. }
+                    | crate::store::quarantine::Refusal::TooMuch(_) => Failure {
+                        class: FailureClass::Gate,
+                        reason: format!("the result was not taken: {refused}"),
+                    },
+                    _ => Failure {
+                        class: FailureClass::Quarantine,
+                        reason: format!(
+                            "what the agent left in its worktree's git folder was refused: {refused}"
+                        ),
+                    },
                 };
                 let end = Event::AttemptFinished {
                     run_id: c.run.clone(),
@@ -795,16 +823,17 @@ async fn commit(
             }
         };
         let (commit, tree) = (commit_id.to_string(), tree_id.to_string());
-        let changed = store
-            .diff_trees(store.commit_info(base)?.tree, tree_id)?
-            .len();
+        let net = store.diff_trees(store.commit_info(base)?.tree, tree_id)?;
+        let steps = store.commit_steps(base, commit_id)?;
+        let control_paths = workspace::control_paths(store, &net, &steps)?;
         let result = Event::AttemptResult {
             run_id: c.run.clone(),
             task: task.clone(),
             attempt: n,
             commit,
             tree,
-            changed,
+            changed: net.len(),
+            control_paths,
         };
         let events: Vec<Event> = agent.into_iter().chain([result]).collect();
         // The attempt's branch follows its result; one a person moved
@@ -827,7 +856,6 @@ async fn commit(
                 (),
             ))
         })?;
-        let steps = store.commit_steps(base, commit_id)?;
         Ok(Ok(Committed {
             commit: commit_id,
             tree: tree_id,

@@ -702,6 +702,25 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         // A driver killed while adding the worktree can leave git's record
         // of it half written, which would block every later worktree.
         store.repair_half_made_worktree(std::path::Path::new(&a.worktree))?;
+        // Its agent's git folder goes as any ended attempt's does: its
+        // commits imported as data where they can be, the worktree handed
+        // over (best effort: cleanup never reads that folder either).
+        let paths = super::workspace::recorded_paths(
+            store.common_dir(),
+            &run.id,
+            task,
+            a.n,
+            &a.branch,
+            std::path::PathBuf::from(&a.worktree),
+        );
+        if let Some(start) = store.ref_target(&paths.branch_ref)? {
+            let _ = super::workspace::settle(
+                store,
+                &paths,
+                start,
+                crate::store::quarantine::ImportLimits::default(),
+            );
+        }
         events.push(Event::AttemptFinished {
             run_id: run.id.clone(),
             task: task.clone(),

@@ -464,6 +464,30 @@ pub fn unrecorded_work(
     Ok(Unrecorded { why, head: None })
 }
 
+/// The [control paths](crate::plan::control) a result changes: in its net
+/// change (`net`) or in any of its commits (`steps`), since with the
+/// `rebase` and `merge` strategies every commit lands.
+pub fn control_paths(
+    store: &Store,
+    net: &[crate::store::objects::PathChange],
+    steps: &[crate::store::CommitStep],
+) -> Result<Vec<String>, StoreError> {
+    let mut paths: Vec<String> = net.iter().map(|c| c.path.clone()).collect();
+    if steps.len() > 1 {
+        for s in steps {
+            paths.extend(
+                store
+                    .diff_trees(s.before, s.after)?
+                    .into_iter()
+                    .map(|c| c.path),
+            );
+        }
+    }
+    Ok(crate::plan::control::among(
+        paths.iter().map(String::as_str),
+    ))
+}
+
 /// Makes the attempt's worktree: the files of `start` and a git folder of
 /// its own with the attempt's branch there at `start`. A half-made one is
 /// removed again (it is git-orch's own, and nothing is in it yet).
@@ -522,7 +546,37 @@ pub fn import_result(
         Err(ImportError::Store(e)) => return Err(e),
     };
     // Aider's repo-map cache is not the agent's work.
-    let tree = store.snapshot_tree(&checkout, &[".aider*"])?;
+    let tree = match store.snapshot_tree(&checkout, &[".aider*"], limits) {
+        Ok(tree) => tree,
+        Err(ImportError::Refused(why)) => {
+            hand_over(store, p)?;
+            return Ok(Err(why));
+        }
+        Err(ImportError::Store(e)) => return Err(e),
+    };
+    // A nested repository is not work to land: its gitlink points at
+    // commits this repository does not have, and git would run commands
+    // in it for whoever looks at the result.
+    let start_tree = store.commit_info(start)?.tree;
+    let mut gitlinks: Vec<String> = store
+        .diff_trees(start_tree, tree)?
+        .into_iter()
+        .filter(|c| c.submodule && c.new.is_some())
+        .map(|c| c.path)
+        .collect();
+    for s in store.commit_steps(start, head)? {
+        gitlinks.extend(
+            store
+                .diff_trees(s.before, s.after)?
+                .into_iter()
+                .filter(|c| c.submodule && c.new.is_some())
+                .map(|c| c.path),
+        );
+    }
+    if let Some(first) = gitlinks.first() {
+        hand_over(store, p)?;
+        return Ok(Err(Refusal::Gitlink(first.escape_debug().to_string())));
+    }
     let commit = if store.commit_info(head)?.tree == tree {
         head
     } else {
@@ -546,6 +600,41 @@ pub fn import_result(
     };
     hand_over(store, p)?;
     Ok(Ok((commit, tree)))
+}
+
+/// An attempt that ends without its result being taken (stopped, its
+/// agent unavailable, its setup failed, git-orch failed inside it): the
+/// agent's own commits are imported when they can be, and the attempt's
+/// branch moves to them (unjudged: cleanup keeps such a branch, and fsck
+/// notes it, until a person looks), and the worktree is handed over like
+/// any other, so nothing the agent left in its git folder stays there.
+/// A worktree handed over already is left as it is.
+pub fn settle(
+    store: &Store,
+    p: &AttemptPaths,
+    start: Oid,
+    limits: ImportLimits,
+) -> Result<(), StoreError> {
+    let git = p.checkout().quarantine();
+    if !std::fs::symlink_metadata(&git).is_ok_and(|m| m.is_dir()) {
+        if std::fs::symlink_metadata(&p.worktree).is_ok()
+            && store.worktree_record(&p.worktree).is_none()
+        {
+            hand_over(store, p)?;
+        }
+        return Ok(());
+    }
+    if let Ok(imported) = store.import_quarantine(&p.worktree, p.branch(), start, limits)
+        && imported.head != start
+    {
+        let _ = store.apply(&[RefUpdate::set(
+            &p.branch_ref,
+            imported.head,
+            Expected::At(start),
+            "orch: the agent's commits of an attempt that ended without a result",
+        )]);
+    }
+    hand_over(store, p)
 }
 
 /// Once the agent is gone and its work imported, the worktree becomes an

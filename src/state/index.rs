@@ -985,6 +985,7 @@ mod tests {
             commit: format!("{i:040x}"),
             tree: format!("{:040x}", i + 1_000_000),
             changed: 1,
+            control_paths: Vec::new(),
         }
     }
 

@@ -68,6 +68,9 @@ pub struct AttemptOutput {
     pub tree: String,
     /// Paths changed relative to the attempt's base.
     pub changed: usize,
+    /// The control paths it changes (see `attempt_result`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub control_paths: Vec<String>,
 }
 
 /// Where the merge queue put an attempt's work.
@@ -198,19 +201,13 @@ impl AttemptState {
     }
 
     /// The control paths its result changes (see
-    /// [`crate::plan::control`]), as its scope gate found them: it lands
-    /// only once a person approved its exact result.
+    /// [`crate::plan::control`]), as git-orch found them when it took the
+    /// result, whatever the gates' modes: it lands only once a person
+    /// approved its exact result.
     pub fn control_paths(&self) -> Vec<String> {
-        self.verdicts
-            .iter()
-            .find(|v| v.gate == "scope")
-            .and_then(|v| v.details.get("control_paths"))
-            .and_then(|v| v.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.as_str().map(str::to_owned))
-                    .collect()
-            })
+        self.result
+            .as_ref()
+            .map(|r| r.control_paths.clone())
             .unwrap_or_default()
     }
 
@@ -711,6 +708,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             commit,
             tree,
             changed,
+            control_paths,
         } => {
             if let Some(a) = runs
                 .get_mut(run_id)
@@ -720,6 +718,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                     commit: commit.clone(),
                     tree: tree.clone(),
                     changed: *changed,
+                    control_paths: control_paths.clone(),
                 });
             }
         }

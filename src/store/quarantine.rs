@@ -119,6 +119,16 @@ pub enum Refusal {
     NotDescendant(String),
     #[error("its new objects exceed {0}")]
     TooLarge(String),
+    #[error(
+        "{path} is {size} bytes, more than the {limit} bytes a file may have ([orch] maxFileSize)"
+    )]
+    FileTooLarge { path: String, size: u64, limit: u64 },
+    #[error("it leaves {0}, more than git-orch takes from one attempt")]
+    TooMuch(String),
+    #[error(
+        "{0} is a git repository of its own (a gitlink); git-orch lands files, not nested repositories (leave it out, or make its files part of the project)"
+    )]
+    Gitlink(String),
 }
 
 /// What went wrong importing: a refusal of what the agent left, or a
@@ -303,13 +313,44 @@ impl Store {
     /// The tree of the files in a checkout now (what `git add -A` would
     /// stage, ignored files and the quarantine left out, nor `exclude`d
     /// pathspecs), written to the repository; git-orch's index records it.
-    pub fn snapshot_tree(&self, paths: &CheckoutPaths, exclude: &[&str]) -> Result<Oid> {
+    pub fn snapshot_tree(
+        &self,
+        paths: &CheckoutPaths,
+        exclude: &[&str],
+        limits: ImportLimits,
+    ) -> std::result::Result<Oid, ImportError> {
+        // What would be added is sized first (never read, never followed):
+        // a file of terabytes, or millions of them, is refused, not hashed.
+        let mut total = 0u64;
+        let changes = self.checkout_changes(paths)?;
+        if changes.len() > limits.objects {
+            return Err(Refusal::TooMuch(format!("{} changed files", changes.len())).into());
+        }
+        for (path, _) in &changes {
+            let Ok(meta) = std::fs::symlink_metadata(paths.dir.join(path)) else {
+                continue;
+            };
+            if meta.is_file() {
+                if meta.len() > limits.object {
+                    return Err(Refusal::FileTooLarge {
+                        path: path.escape_debug().to_string(),
+                        size: meta.len(),
+                        limit: limits.object,
+                    }
+                    .into());
+                }
+                total = total.saturating_add(meta.len());
+            }
+        }
+        if total > limits.bytes {
+            return Err(Refusal::TooMuch(format!("{total} bytes of changed files")).into());
+        }
         let git = self.hardened_git(paths);
         let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into(), ".".into()];
         args.extend(exclude.iter().map(|e| format!(":(exclude){e}")));
-        git.run(&args)?;
-        let tree = git.run(["write-tree"])?;
-        self.parse_oid(tree.trim())
+        git.run(&args).map_err(StoreError::from)?;
+        let tree = git.run(["write-tree"]).map_err(StoreError::from)?;
+        Ok(self.parse_oid(tree.trim())?)
     }
 
     /// The paths of a checkout that differ from git-orch's index: changed,
@@ -378,7 +419,10 @@ impl Store {
         let found = reader.walk(head)?;
         let mut descends = false;
         for b in &found.boundary {
-            descends |= *b == start || self.is_ancestor(start, *b)?;
+            if *b == start || self.is_ancestor(start, *b)? {
+                descends = true;
+                break;
+            }
         }
         if !descends {
             return Err(Refusal::NotDescendant(head.to_string()).into());
@@ -715,6 +759,11 @@ impl Reader<'_> {
                     let parsed = gix::objs::CommitRef::from_bytes(&data, hash)
                         .map_err(|e| bad(format!("is not a valid commit: {e}")))?;
                     canonical(&parsed, &data).map_err(bad)?;
+                    if parsed.parents.is_empty() {
+                        // A second history, merged in or not, is nothing an
+                        // attempt that started from the target makes.
+                        return Err(bad("has no parent: it starts a history of its own".into()));
+                    }
                     queue.push_back((parsed.tree(), gix::objs::Kind::Tree, Some(id.to_string())));
                     for p in parsed.parents() {
                         queue.push_back((p, gix::objs::Kind::Commit, None));
@@ -726,6 +775,9 @@ impl Reader<'_> {
                         .map_err(|e| bad(format!("is not a valid tree: {e}")))?;
                     let commit = commit.clone().unwrap_or_default();
                     let mut previous: Option<Vec<u8>> = None;
+                    // A file and a folder of one name sort apart (`a`,
+                    // `a.b`, `a/`): git would check out only one of them.
+                    let mut names: HashSet<&[u8]> = HashSet::with_capacity(parsed.entries.len());
                     for entry in &parsed.entries {
                         let name: &[u8] = entry.filename.as_ref();
                         let kind = entry.mode.kind();
@@ -744,7 +796,7 @@ impl Reader<'_> {
                         if kind == gix::objs::tree::EntryKind::Tree {
                             key.push(b'/');
                         }
-                        if previous.as_ref().is_some_and(|p| *p >= key) {
+                        if previous.as_ref().is_some_and(|p| *p >= key) || !names.insert(name) {
                             return Err(bad("its entries are not sorted, or repeat".into()));
                         }
                         previous = Some(key);
@@ -988,7 +1040,9 @@ mod tests {
         std::fs::write(paths.dir.join("new.txt"), "new\n").expect("w");
         std::fs::write(paths.dir.join(".gitignore"), "junk\n").expect("w");
         std::fs::write(paths.dir.join("junk"), "ignored\n").expect("w");
-        let tree = store.snapshot_tree(&paths, &[]).expect("snapshot");
+        let tree = store
+            .snapshot_tree(&paths, &[], ImportLimits::default())
+            .expect("snapshot");
         let listed = store.paths_in_tree(tree).expect("paths");
         assert_eq!(listed, [".gitignore", "README.md", "new.txt"]);
         assert!(store.checkout_changes(&paths).expect("changes").is_empty());
@@ -1172,15 +1226,63 @@ mod tests {
         let r = refusal(import(&store, &paths, start));
         assert!(matches!(r, Refusal::BadObject { .. }), "{r:?}");
 
-        // A commit that does not descend from the start.
+        // A file and a folder of one name, apart in git's order.
+        let (_tmp, store, paths, start) = setup();
+        let b = literal(&paths.dir, "blob", b"x\n");
+        let sub = literal(&paths.dir, "tree", &raw_tree(&[("100644", "f", &b)]));
+        let tree = literal(
+            &paths.dir,
+            "tree",
+            &raw_tree(&[
+                ("100644", "a", &b),
+                ("100644", "a.b", &b),
+                ("40000", "a", &sub),
+            ]),
+        );
+        commit_tree(&paths, &tree, start);
+        let r = refusal(import(&store, &paths, start));
+        assert!(matches!(r, Refusal::BadObject { .. }), "{r:?}");
+        assert!(!store.has_object(store.parse_oid(&tree).expect("oid")));
+
+        // A new history: a commit with no parent, alone or merged in.
         let (_tmp, store, paths, start) = setup();
         let b = literal(&paths.dir, "blob", b"x\n");
         let tree = literal(&paths.dir, "tree", &raw_tree(&[("100644", "a", &b)]));
         let orphan = agent_git(&paths.dir, &["commit-tree", &tree, "-m", "orphan"]);
         set_branch(&paths, &orphan);
         let r = refusal(import(&store, &paths, start));
-        assert!(matches!(r, Refusal::NotDescendant(_)), "{r:?}");
+        assert!(matches!(r, Refusal::BadObject { .. }), "{r:?}");
         assert!(!store.has_object(store.parse_oid(&orphan).expect("oid")));
+        let merge = agent_git(
+            &paths.dir,
+            &[
+                "commit-tree",
+                &tree,
+                "-p",
+                &start.to_string(),
+                "-p",
+                &orphan,
+                "-m",
+                "merge",
+            ],
+        );
+        set_branch(&paths, &merge);
+        let r = refusal(import(&store, &paths, start));
+        assert!(matches!(r, Refusal::BadObject { .. }), "{r:?}");
+        assert!(!store.has_object(store.parse_oid(&merge).expect("oid")));
+
+        // A commit on one the repository has that does not descend from
+        // the start.
+        let (tmp, store, paths, start) = setup();
+        let repo = tmp.path().join("repo");
+        let empty = agent_git(&repo, &["mktree"]);
+        let elsewhere = agent_git(&repo, &["commit-tree", &empty, "-m", "elsewhere"]);
+        let b = literal(&paths.dir, "blob", b"x\n");
+        let tree = literal(&paths.dir, "tree", &raw_tree(&[("100644", "a", &b)]));
+        let on_it = commit_tree(&paths, &tree, store.parse_oid(&elsewhere).expect("oid"));
+        let r = refusal(import(&store, &paths, start));
+        assert!(matches!(r, Refusal::NotDescendant(_)), "{r:?}");
+        assert!(!store.has_object(store.parse_oid(&on_it).expect("oid")));
     }
 
     #[test]
