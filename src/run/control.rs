@@ -635,14 +635,7 @@ fn clean_attempt(
     let branch_ref = format!("refs/heads/{}", a.branch);
     let tip = store.ref_target(&branch_ref)?;
     let present = !a.cleaned && std::fs::symlink_metadata(&path).is_ok();
-    let paths = super::workspace::recorded_paths(
-        store.common_dir(),
-        &run.id,
-        task,
-        a.n,
-        &a.branch,
-        path.clone(),
-    );
+    let paths = super::workspace::attempt_paths(store.common_dir(), &run.id, task, a);
     let missing = (!a.cleaned && !present).then(|| path.clone());
     if !present && tip.is_none() && missing.is_none() {
         return Ok(None);
@@ -807,14 +800,7 @@ pub async fn gate_attempt(
     let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
         .map_err(RunError::Settings)?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
-    let paths = super::workspace::recorded_paths(
-        store.common_dir(),
-        &run.id,
-        task,
-        n,
-        &attempt.branch,
-        PathBuf::from(&attempt.worktree),
-    );
+    let paths = super::workspace::attempt_paths(store.common_dir(), &run.id, task, attempt);
     // The agent's own section may set PORT; an agent no longer configured
     // is named as it was.
     let agent_env = crate::agent::AgentSpec::resolve(&attempt.agent, &settings.agents)

@@ -705,14 +705,7 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         // Its agent's git folder goes as any ended attempt's does: its
         // commits imported as data where they can be, the worktree handed
         // over (best effort: cleanup never reads that folder either).
-        let paths = super::workspace::recorded_paths(
-            store.common_dir(),
-            &run.id,
-            task,
-            a.n,
-            &a.branch,
-            std::path::PathBuf::from(&a.worktree),
-        );
+        let paths = super::workspace::attempt_paths(store.common_dir(), &run.id, task, a);
         if let Some(start) = store.ref_target(&paths.branch_ref)? {
             let _ = super::workspace::settle(
                 store,

@@ -83,6 +83,23 @@ pub fn paths(ctx: &RunContext, task: &crate::plan::Subtask, n: u32) -> AttemptPa
     recorded_paths(&ctx.common_dir, &ctx.run, &task.id, n, &branch, worktree)
 }
 
+/// The paths of a recorded attempt of `task` in `run`, from its record.
+pub fn attempt_paths(
+    common_dir: &Path,
+    run: &RunId,
+    task: &TaskId,
+    a: &crate::state::AttemptState,
+) -> AttemptPaths {
+    recorded_paths(
+        common_dir,
+        run,
+        task,
+        a.n,
+        &a.branch,
+        PathBuf::from(&a.worktree),
+    )
+}
+
 /// The paths of attempt `n` of `task`, from its record (its branch
 /// without `refs/heads/`, its worktree).
 pub fn recorded_paths(
