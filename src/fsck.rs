@@ -51,6 +51,9 @@ pub enum FsckError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
+    /// A ref whose file holds no object id, or whose objects are missing
+    /// or unreadable (a crash that lost writes, or a prune).
+    Damaged,
     /// A log record that cannot be trusted (unreadable, or under a name
     /// that is not its blob's).
     Log,
@@ -81,6 +84,7 @@ pub enum Check {
 impl Check {
     pub fn as_str(self) -> &'static str {
         match self {
+            Check::Damaged => "damaged",
             Check::Log => "log",
             Check::Rewrite => "rewrite",
             Check::Chain => "chain",
@@ -262,10 +266,34 @@ impl Loaded {
     }
 }
 
-/// Checks everything and returns the findings.
+/// Checks everything and returns the findings. Damaged refs are reported
+/// first and the rest is checked with them hidden, so one ref a crash
+/// emptied does not stop fsck from looking at everything else.
 pub fn check(store: &Store) -> Result<Report, FsckError> {
-    let loaded = Loaded::read(store)?;
+    let damage = store.damaged_refs(false)?;
     let mut report = Report::default();
+    for d in &damage {
+        report.push(
+            Check::Damaged,
+            Severity::Problem,
+            d.reference.clone(),
+            format!("{} is damaged: {}", d.reference, d.problem),
+            "`git orch fsck --repair` restores it from its reflog, a remote's tracking copy or its newest intact commit, and says what was lost".into(),
+        );
+    }
+    if damage.is_empty() {
+        check_rest(store, report)
+    } else {
+        let view = store
+            .fresh()?
+            .with_proposed_refs(damage.iter().map(|d| (d.reference.clone(), None)));
+        check_rest(&view, report)
+    }
+}
+
+/// Every check but the damage of refs.
+fn check_rest(store: &Store, mut report: Report) -> Result<Report, FsckError> {
+    let loaded = Loaded::read(store)?;
     report.checked.events = loaded.unique.len();
     report.checked.writers = loaded
         .entries()
@@ -391,7 +419,15 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
         };
         let writer = writer_of(&p.reference).to_owned();
         let remote = p.reference.starts_with(REMOTES_PREFIX);
+        let damaged = crate::store::is_object_damage(&p.reason);
         let (subject, fix) = match (p.seq, &blob) {
+            (Some(seq), _) if damaged => (
+                format!("{writer}:{seq}"),
+                format!(
+                    "the record's blob is missing or unreadable (a crash or a prune took it): `git orch fsck --repair` restores {} to its newest intact value (its reflog, a remote's copy or its history) and says what was lost",
+                    p.reference
+                ),
+            ),
             (Some(seq), Some(b)) => {
                 at.entry((writer.clone(), seq))
                     .or_default()
@@ -414,7 +450,7 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
             _ => (
                 p.reference.clone(),
                 format!(
-                    "the ref does not point at a readable log commit; restore it from a clone that holds it (`git orch sync`), or remove the copy: `git update-ref -d {}`",
+                    "the ref does not point at a readable log commit: `git orch fsck --repair` restores it to its newest intact value (its reflog, a remote's copy or its history); or restore it from a clone that holds it (`git orch sync`), or remove the copy: `git update-ref -d {}`",
                     p.reference
                 ),
             ),
@@ -1259,14 +1295,16 @@ pub fn parse_rewrite(value: &str) -> Result<(WriterId, u64), String> {
     Ok((writer, seq))
 }
 
-/// The repairs that cannot lose anything: adds to `refs/orch/keep` the
-/// commits records point at that it misses (when this clone has them), and
-/// finishes (or forgets) the checkout moves a crashed landing left.
-/// Returns what it did, one line each.
+/// The repairs: restores refs a crash or a prune damaged to their newest
+/// intact value (saying what was lost; see [`Store::repair_refs`]), adds
+/// to `refs/orch/keep` the commits records point at that it misses (when
+/// this clone has them), and finishes (or forgets) the checkout moves a
+/// crashed landing left. Returns what it did, one line each.
 pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
+    // Refs first: nothing else can be read through a damaged one.
+    let mut done = store.repair_refs()?;
     let loaded = Loaded::read(store)?;
     let expected = expected_kept(store, &loaded);
-    let mut done = Vec::new();
     let mut keep = Vec::new();
     for (i, present) in missing_from_keep(store, &expected)? {
         if present {

@@ -330,7 +330,15 @@ impl StateIndex {
                 if old == Some(*tip) {
                     continue;
                 }
-                let changes = store.log_changes(name, old, *tip)?;
+                // A cached tip that can no longer be read (a repair moved
+                // the ref back past it) is no base to fold from.
+                if old.is_some_and(|o| store.tip_tree(o).is_err()) {
+                    rebuild = true;
+                    break;
+                }
+                let changes = store
+                    .log_changes(name, old, *tip)
+                    .map_err(|e| e.at_ref(name))?;
                 if !changes.lost.is_empty() {
                     // Not append-only: start over from every ref as it is.
                     rebuild = true;
@@ -338,7 +346,9 @@ impl StateIndex {
                 }
                 // What commits git-orch did not write add is not folded:
                 // it may be a forgery made with plain git.
-                let forged = store.check_log_commits(name, old, *tip)?;
+                let forged = store
+                    .check_log_commits(name, old, *tip)
+                    .map_err(|e| e.at_ref(name))?;
                 let trusted = trusted_below(&forged);
                 added.extend(
                     changes
@@ -373,7 +383,9 @@ impl StateIndex {
         // Logs with commits git-orch did not write are not folded (see
         // `refresh`).
         for (name, tip) in &tips {
-            let forged = store.check_log_commits(name, None, *tip)?;
+            let forged = store
+                .check_log_commits(name, None, *tip)
+                .map_err(|e| e.at_ref(name))?;
             let trusted = trusted_below(&forged);
             view.entries
                 .retain(|e| e.reference != *name || e.record.seq < trusted);

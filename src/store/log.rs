@@ -423,7 +423,7 @@ impl Store {
         let tips = self.log_tips()?;
         let tip = tips.iter().find(|(n, _)| *n == name).map(|(_, id)| *id);
         let (own, base_tree) = match tip {
-            Some(t) => self.tip_info(t)?,
+            Some(t) => self.tip_info(t).map_err(|e| e.at_ref(&name))?,
             None => (TipPosition::default(), self.empty_tree_id()),
         };
         // Lamport: exceed every clock this clone has seen, its own included.
@@ -493,7 +493,7 @@ impl Store {
                     reference: reference.clone(),
                     seq: None,
                     path: tip.to_string(),
-                    reason: e.to_string(),
+                    reason: e.at_ref(&reference).to_string(),
                 }),
             }
         }
@@ -693,7 +693,7 @@ impl Store {
                     reference: reference.clone(),
                     seq: None,
                     path: tip.to_string(),
-                    reason: e.to_string(),
+                    reason: e.at_ref(&reference).to_string(),
                 });
             }
             for (path, id) in newest {

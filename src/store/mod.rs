@@ -21,6 +21,7 @@ pub mod objects;
 pub mod quarantine;
 pub mod refs;
 pub mod remote;
+pub mod repair;
 pub mod scratch;
 pub mod sync;
 pub mod view;
@@ -76,6 +77,13 @@ pub enum StoreError {
         "refusing to update {reference}: this repository handle is a read-only view of a push in progress"
     )]
     ReadOnlyView { reference: String },
+    /// A ref whose file holds no object id, or whose objects are missing
+    /// or unreadable: what a crash that lost writes, or a prune beside an
+    /// older git-orch, leaves.
+    #[error(
+        "{reference} is damaged: {problem}\nhint: run `git orch fsck --repair`; it restores the ref from its reflog, a remote's copy or its newest intact commit, and says what, if anything, was lost"
+    )]
+    Damaged { reference: String, problem: String },
 }
 
 impl StoreError {
@@ -93,6 +101,21 @@ impl StoreError {
         }
     }
 
+    /// This error as met reading `reference`: a missing or unreadable
+    /// object becomes [`StoreError::Damaged`], naming the ref and the
+    /// repair; anything else is kept as it is.
+    pub fn at_ref(self, reference: &str) -> Self {
+        match self {
+            StoreError::Git { context, message } if is_object_damage(&message) => {
+                StoreError::Damaged {
+                    reference: reference.to_owned(),
+                    problem: format!("{context}: {message}"),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Whether the object database ran out of index slots (more packs
     /// appeared than it was opened with room for): a fresh open works.
     pub fn is_odb_exhausted(&self) -> bool {
@@ -105,6 +128,20 @@ impl StoreError {
             source,
         }
     }
+}
+
+/// Whether a gix error says an object is missing or cannot be read (an
+/// empty or corrupt loose file).
+pub(crate) fn is_object_damage(message: &str) -> bool {
+    [
+        "could not be found",
+        "Empty loose object",
+        "Could not read loose object",
+        "decompress",
+        "corrupt",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
 }
 
 /// Joins a gix error tree into one line; `{}` alone shows only the top.

@@ -3,6 +3,8 @@
 //! State commits are written with the fixed orch signature
 //! ([`super::ORCH_NAME`]) so they never depend on the user's identity.
 
+use std::path::{Path, PathBuf};
+
 use super::{Oid, Result, Store, StoreError};
 
 /// One path that differs between two trees.
@@ -54,6 +56,12 @@ pub struct CommitInfo {
     /// Whether the commit carries a gpg/ssh signature header (not whether
     /// it verifies; see [`Store::signature_valid`]).
     pub signed: bool,
+}
+
+/// Where the loose object `id` lives under `objects`.
+pub(super) fn loose_path(objects: &Path, id: &gix::hash::oid) -> PathBuf {
+    let hex = id.to_hex().to_string();
+    objects.join(&hex[..2]).join(&hex[2..])
 }
 
 impl Store {

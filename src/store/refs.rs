@@ -81,17 +81,42 @@ impl Store {
         if let Some(proposed) = self.overlay.get(name) {
             return Ok(*proposed);
         }
-        let reference = self
-            .repo
-            .try_find_reference(name)
-            .map_err(|e| StoreError::git(format!("reading {name}"), e))?;
+        let reference = match self.repo.try_find_reference(name) {
+            Ok(r) => r,
+            Err(e) => {
+                let err = StoreError::git(format!("reading {name}"), e);
+                return Err(match self.broken_ref_files(name).into_iter().next() {
+                    Some(broken) => broken.into_error(),
+                    None => err,
+                });
+            }
+        };
         match reference {
             None => Ok(None),
-            Some(mut r) => {
-                let id = r
-                    .peel_to_id()
-                    .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
-                Ok(Some(id.detach()))
+            Some(mut r) => self.peeled(&mut r, name).map(Some),
+        }
+    }
+
+    /// The object `r` points to, peeled past tags. One whose object is
+    /// missing or unreadable is damage, named.
+    fn peeled(&self, r: &mut gix::Reference<'_>, name: &str) -> Result<Oid> {
+        let direct = r.target().try_id().map(ToOwned::to_owned);
+        match r.peel_to_id().map(|p| p.detach()) {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                let message = super::chain(&e);
+                match direct {
+                    Some(id) if super::is_object_damage(&message) => Err(StoreError::Damaged {
+                        reference: name.to_owned(),
+                        problem: format!(
+                            "it points at {id}, which is missing or unreadable ({message})"
+                        ),
+                    }),
+                    _ => Err(StoreError::Git {
+                        context: format!("resolving {name}"),
+                        message,
+                    }),
+                }
             }
         }
     }
@@ -109,6 +134,8 @@ impl Store {
         let mut out = loop {
             match self.walk_refs(prefix) {
                 Ok(out) => break out,
+                // Damage is a state, not a race: no use walking again.
+                Err(e @ StoreError::Damaged { .. }) => return Err(e),
                 Err(_) if tries < 4 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(5 << tries));
@@ -140,15 +167,31 @@ impl Store {
             .map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
         let mut out = Vec::new();
         for r in iter {
-            let mut r = r.map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
+            let mut r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    // A ref file that holds no object id (a crash emptied
+                    // it) is named; one hidden from this view is skipped.
+                    let broken: Vec<_> = self
+                        .broken_ref_files(prefix)
+                        .into_iter()
+                        .filter(|b| !self.overlay.contains_key(&b.reference))
+                        .collect();
+                    match broken.into_iter().next() {
+                        Some(b) => return Err(b.into_error()),
+                        None if self.overlay.is_empty() => {
+                            return Err(StoreError::git(format!("listing {prefix}*"), e));
+                        }
+                        None => continue,
+                    }
+                }
+            };
             let name = r.name().as_bstr().to_string();
             if self.overlay.contains_key(&name) {
                 continue;
             }
-            let id = r
-                .peel_to_id()
-                .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
-            out.push((name, id.detach()));
+            let id = self.peeled(&mut r, &name)?;
+            out.push((name, id));
         }
         Ok(out)
     }
@@ -156,9 +199,13 @@ impl Store {
     /// Applies every update atomically. `Conflict` means at least one ref no
     /// longer held its expected value; nothing changed and the caller redoes
     /// its whole operation from a fresh read.
+    ///
+    /// Every ref moved gets a reflog entry (refs outside `refs/heads/` have
+    /// none by default), so `git orch fsck --repair` can restore a ref
+    /// whose file a crash emptied or whose objects went missing.
     pub fn apply(&self, updates: &[RefUpdate]) -> Result<Applied> {
         use gix::refs::Target;
-        use gix::refs::transaction::{PreviousValue, RefEdit};
+        use gix::refs::transaction::{LogChange, PreviousValue, RefEdit, RefLog};
         if updates.is_empty() {
             return Ok(Applied::Done);
         }
@@ -181,13 +228,32 @@ impl Store {
                 Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
             };
             edits.push(match u.new {
-                Some(new) => {
-                    RefEdit::update(name, Target::Object(new), expected, u.message.clone())
-                }
+                Some(new) => RefEdit::update_with_log(
+                    name,
+                    Target::Object(new),
+                    expected,
+                    LogChange {
+                        mode: RefLog::AndReference,
+                        force_create_reflog: true,
+                        message: u.message.clone().into(),
+                    },
+                ),
                 None => RefEdit::delete(name, expected),
             });
         }
-        match self.repo.edit_references(edits) {
+        // The reflog names the person's identity as git does, or git-orch's
+        // own where none is configured (a reflog entry needs one).
+        let orch = gix::actor::Signature {
+            name: super::ORCH_NAME.into(),
+            email: super::ORCH_EMAIL.into(),
+            time: gix::date::Time::now_utc(),
+        };
+        let mut time = gix::date::parse::TimeBuf::default();
+        let committer = match self.repo.committer() {
+            Some(Ok(c)) => c,
+            _ => orch.to_ref(&mut time),
+        };
+        match self.repo.edit_references_as(edits, Some(committer)) {
             Ok(_) => Ok(Applied::Done),
             Err(e) if is_cas_conflict(&e) => Ok(Applied::Conflict),
             Err(e) => Err(ref_error(&updates[0].name, self.common_dir(), e)),

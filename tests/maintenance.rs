@@ -1,0 +1,263 @@
+//! Nothing lost, nothing stuck (issue 25): git-orch after a crash that
+//! loses writes, or a prune that took a ref's objects.
+//!
+//! * Power loss, simulated by what it leaves on ext4 without fsync: loose
+//!   objects and ref files of zero length. Every command says to run
+//!   `git orch fsck --repair`, fsck itself runs and names the damage, the
+//!   repair restores the clone and says what it restored and what was
+//!   lost, and the run then resumes and lands every task exactly once.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// This clone's writer id.
+fn writer(sb: &Sandbox, repo: &Path) -> String {
+    sb.git(repo, &["config", "orch.writerId"])
+}
+
+/// Where git keeps the loose object `id` of `repo`.
+fn loose(repo: &Path, id: &str) -> PathBuf {
+    repo.join(".git/objects").join(&id[..2]).join(&id[2..])
+}
+
+/// Cuts a file to zero length, as a power loss does to a file whose
+/// data never reached the disk while its name did.
+fn truncate(path: &Path) {
+    assert!(path.is_file(), "{} is not there", path.display());
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    std::fs::File::create(path).expect("truncate");
+}
+
+/// How many events of `kind` the log holds for `task`, landings voided
+/// later taken off.
+fn landed(evs: &[serde_json::Value], task: &str) -> usize {
+    let count = |kind: &str| {
+        evs.iter()
+            .filter(|e| e["type"] == kind && e["task"] == task)
+            .count()
+    };
+    count("landed") - count("landing_voided")
+}
+
+/// Asserts every task of `tasks` landed exactly once on `main`.
+fn assert_landed_once(sb: &Sandbox, repo: &Path, tasks: &[String], what: &str) {
+    let evs = events(sb, repo);
+    for t in tasks {
+        assert_eq!(landed(&evs, t), 1, "{what}: {t} did not land exactly once");
+        assert_eq!(
+            sb.git(repo, &["show", &format!("main:src/{t}/done")]),
+            "once",
+            "{what}"
+        );
+    }
+}
+
+/// `git orch fsck --json`: its exit code and report.
+fn fsck_json(sb: &Sandbox, repo: &Path) -> (Option<i32>, serde_json::Value) {
+    let out = sb.orch(repo, &["fsck", "--json"]);
+    let json = serde_json::from_str(stdout(&out).trim())
+        .unwrap_or_else(|e| panic!("fsck --json: {e}\n{}\n{}", stdout(&out), stderr(&out)));
+    (out.status.code(), json)
+}
+
+/// A project of `n` independent tasks, each writing `src/<t>/done`.
+fn tasks_project(sb: &mut Sandbox, n: usize, config: Option<&str>) -> (Project, Vec<String>) {
+    let ids: Vec<String> = (0..n).map(|i| format!("t{i:02}")).collect();
+    let verify: Vec<String> = ids
+        .iter()
+        .map(|t| format!("test -f src/{t}/done"))
+        .collect();
+    let tasks: Vec<(&str, &[&str], &str)> = ids
+        .iter()
+        .zip(&verify)
+        .map(|(t, v)| (t.as_str(), &[][..], v.as_str()))
+        .collect();
+    let p = project(sb, &tasks, config);
+    for t in &ids {
+        p.script(t, &format!("write src/{t}/done once\n"));
+    }
+    (p, ids)
+}
+
+#[test]
+fn a_log_tip_whose_objects_are_gone_names_the_ref_and_the_repair() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--label", "kept", "--count", "2"],
+    );
+    sb.orch_ok(&repo, &["debug", "append", "--label", "lost"]);
+    let reference = format!("refs/orch/log/{}", writer(&sb, &repo));
+    let tip = sb.git(&repo, &["rev-parse", &reference]);
+    let before = sb.git(&repo, &["rev-parse", &format!("{tip}^")]);
+    // What a prune beside the append did before this fix: the tip commit
+    // is gone, the ref still names it.
+    std::fs::remove_file(loose(&repo, &tip)).expect("remove the tip commit");
+    for args in [&["status"][..], &["log"], &["debug", "append"]] {
+        let out = sb.orch(&repo, args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        let err = stderr(&out);
+        assert!(
+            err.contains(&reference),
+            "{args:?} does not name the ref: {err}"
+        );
+        assert!(
+            err.contains("git orch fsck --repair"),
+            "{args:?} does not name the repair: {err}"
+        );
+        assert!(!err.contains("could not peel"), "{args:?}: {err}");
+    }
+    let (code, report) = fsck_json(&sb, &repo);
+    assert_eq!(code, Some(3), "{report:#}");
+    assert!(report.to_string().contains(&reference), "{report:#}");
+    let out = sb.orch(&repo, &["fsck", "--repair"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains(&format!("restored {reference}")) && err.contains(&before[..12]),
+        "{err}"
+    );
+    assert!(err.contains("lost"), "{err}");
+    let labels: Vec<String> = events(&sb, &repo)
+        .iter()
+        .map(|e| e["label"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(labels, ["kept", "kept"]);
+    // Appending works again, from the restored tip.
+    sb.orch_ok(&repo, &["debug", "append", "--label", "after"]);
+    assert_eq!(events(&sb, &repo).len(), 3);
+}
+
+/// The commands a person runs on a clone after a crash; each must stop
+/// with the way out, not a raw error from deep inside.
+fn assert_every_command_names_the_repair(sb: &Sandbox, repo: &Path, what: &str) {
+    for args in [
+        &["status"][..],
+        &["log"],
+        &["run", "proj", "--agent", "fake"],
+    ] {
+        let out = sb.orch(repo, args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{what}: {args:?} succeeded: {err}");
+        assert!(
+            err.contains("git orch fsck --repair"),
+            "{what}: {args:?} does not name the repair: {err}"
+        );
+    }
+    // fsck itself runs and names what is damaged.
+    let out = sb.orch(repo, &["fsck"]);
+    assert_eq!(out.status.code(), Some(3), "{what}: {}", stderr(&out));
+    assert!(
+        stdout(&out).contains("--repair"),
+        "{what}: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn power_loss_after_a_run_empty_tip_objects_are_repaired_and_the_run_resumes() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 3, None);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reference = format!("refs/orch/log/{}", writer(&sb, &p.repo));
+    let tip = sb.git(&p.repo, &["rev-parse", &reference]);
+    // The newest operation's commit, root tree and event blobs reached
+    // the disk as names without data.
+    let mut newest = vec![
+        tip.clone(),
+        sb.git(&p.repo, &["rev-parse", &format!("{tip}^{{tree}}")]),
+    ];
+    for line in sb
+        .git(
+            &p.repo,
+            &[
+                "diff-tree",
+                "-r",
+                "--no-commit-id",
+                &format!("{tip}^"),
+                &tip,
+            ],
+        )
+        .lines()
+    {
+        newest.push(line.split_whitespace().nth(3).expect("blob").to_owned());
+    }
+    for id in &newest {
+        truncate(&loose(&p.repo, id));
+    }
+    assert_every_command_names_the_repair(&sb, &p.repo, "empty tip objects");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(3), "{report:#}");
+    assert!(report.to_string().contains(&reference), "{report:#}");
+    let out = sb.orch(&p.repo, &["fsck", "--repair"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{}{err}", stdout(&out));
+    assert!(err.contains(&format!("restored {reference}")), "{err}");
+    assert!(err.contains("lost"), "{err}");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(status_json(&sb, &p.repo)["state"], "finished");
+    assert_landed_once(&sb, &p.repo, &ids, "after the repair");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
+#[test]
+fn power_loss_mid_run_zero_length_refs_are_repaired_and_the_run_resumes() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 3, None);
+    let killed = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake", "--cap", "1"])
+        .env("ORCH_FAILPOINTS", "attempt.result-recorded=kill@2")
+        .output()
+        .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{}", stderr(&killed));
+    let reference = format!("refs/orch/log/{}", writer(&sb, &p.repo));
+    let branches = sb.git(
+        &p.repo,
+        &["for-each-ref", "--format=%(refname)", "refs/heads/orch/"],
+    );
+    let branch = branches
+        .lines()
+        .last()
+        .expect("an attempt branch")
+        .to_owned();
+    for r in [&reference, &branch] {
+        truncate(&p.repo.join(".git").join(r));
+    }
+    assert_every_command_names_the_repair(&sb, &p.repo, "zero-length refs");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(3), "{report:#}");
+    for r in [&reference, &branch] {
+        assert!(report.to_string().contains(r.as_str()), "{r}: {report:#}");
+    }
+    let out = sb.orch(&p.repo, &["fsck", "--repair"]);
+    let err = stderr(&out);
+    for r in [&reference, &branch] {
+        assert!(err.contains(&format!("restored {r}")), "{r}: {err}");
+    }
+    // What the kill itself left (a scratch checkout, a worktree removed
+    // and not yet recorded) is the next run's to settle; nothing damaged
+    // remains.
+    let (_, report) = fsck_json(&sb, &p.repo);
+    for f in report["findings"].as_array().expect("findings") {
+        assert!(
+            ["scratch", "worktrees"].contains(&f["check"].as_str().unwrap_or_default()),
+            "{report:#}"
+        );
+    }
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_landed_once(&sb, &p.repo, &ids, "after the repair");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
