@@ -4,7 +4,10 @@
 //! Appends (one event, one commit, a compare-and-swap of the log ref, each
 //! durable before the next starts):
 //!
-//! * git-orch in process (`Store::append`);
+//! * git-orch in process (`Store::append`), in each durability mode: the
+//!   previous design (nothing synced: `Durability::Unsynced`, kept for
+//!   this comparison only), the default crash-safe writes
+//!   (`Durability::Ordered`) and fsync (`Durability::Full`);
 //! * git-orch as a command, one process per append
 //!   (`git orch debug append`): what every `git orch` command that records
 //!   something pays;
@@ -36,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use git_orch::event::Event;
 use git_orch::store::Store;
+use git_orch::store::durable::Durability;
 
 mod common;
 
@@ -335,19 +339,36 @@ fn main() {
         )
     };
 
-    // Appends, in process.
+    // Appends, in process, in each durability mode: the previous design
+    // (nothing synced, nothing journaled), the default (every object and
+    // new ref file written out before a ref names it, and kept to be
+    // written again after a prune), and fsync (what `core.fsync` asks
+    // for). Rounds alternate the order of the three; best of each.
     const N_FAST: u64 = 2000;
-    let (fast, ()) = best_of(3, || {
-        let dir = fresh("fast");
-        let store = Store::open(&dir).expect("open");
-        store.writer().expect("writer id");
-        common::flush();
-        let start = Instant::now();
-        for i in 0..N_FAST {
-            store.append(vec![marker(i)]).expect("append");
+    const N_FSYNC: u64 = 200;
+    let modes = [
+        (Durability::Unsynced, N_FAST),
+        (Durability::Ordered, N_FAST),
+        (Durability::Full, N_FSYNC),
+    ];
+    let mut best = [Duration::MAX; 3];
+    for round in 0..3 {
+        for k in 0..modes.len() {
+            let i = (k + round) % modes.len();
+            let (mode, n) = modes[i];
+            let dir = fresh("fast");
+            let mut store = Store::open(&dir).expect("open");
+            store.set_durability(mode);
+            store.writer().expect("writer id");
+            common::flush();
+            let start = Instant::now();
+            for e in 0..n {
+                store.append(vec![marker(e)]).expect("append");
+            }
+            best[i] = best[i].min(start.elapsed());
         }
-        (start.elapsed(), ())
-    });
+    }
+    let [previous, fast, fsync] = best;
     // One `git orch` process per append.
     const N_CLI: u64 = 100;
     let (cli, ()) = best_of(2, || {
@@ -403,7 +424,27 @@ fn main() {
     println!("append (one event, one commit, a compare-and-swap of the log ref):");
     let base = "baseline: long-lived hash-object, mktree, update-ref; commit-tree";
     append_row(base, N_LONG, long, long, N_LONG);
-    append_row("git-orch in process", N_FAST, fast, long, N_LONG);
+    append_row(
+        "git-orch in process, previous design (nothing synced)",
+        N_FAST,
+        previous,
+        long,
+        N_LONG,
+    );
+    append_row(
+        "git-orch in process, crash-safe (written out, journaled)",
+        N_FAST,
+        fast,
+        long,
+        N_LONG,
+    );
+    append_row(
+        "git-orch in process, fsync (core.fsync)",
+        N_FSYNC,
+        fsync,
+        long,
+        N_LONG,
+    );
     append_row(
         "git-orch, one `git orch debug append` process each",
         N_CLI,
@@ -481,6 +522,12 @@ fn main() {
         assert_eq!(n as u64, N_READ);
     }
     let plumbing_read = common::median(&mut walls);
+    let each = |d: Duration, n: u64| d.as_secs_f64() / n as f64;
+    println!(
+        "  crash-safe vs previous design: {:.2}x the time per append; fsync vs previous: {:.2}x",
+        each(fast, N_FAST) / each(previous, N_FAST),
+        each(fsync, N_FSYNC) / each(previous, N_FAST)
+    );
     println!();
     println!("read and order {N_READ} events, one per commit, packed (medians of 5):");
     println!(

@@ -783,6 +783,12 @@ impl Store {
         let mut entries = Vec::with_capacity(found.len());
         let mut problems = Vec::new();
         for (f, result) in found.into_iter().zip(results.into_iter().flatten()) {
+            // A blob this process wrote that a prune took after its ref
+            // moved is written again and read once more.
+            let result = match result {
+                Err(_) => self.healing(f.id, || parse_entry(&self.repo, &f)),
+                ok => ok,
+            };
             match result {
                 Ok(record) => entries.push(Entry {
                     id: f.id,

@@ -13,6 +13,7 @@
 //! fresh read, never forced.
 
 pub mod config;
+pub mod durable;
 pub mod lock;
 pub mod log;
 pub mod merge;
@@ -218,6 +219,8 @@ pub struct Store {
     /// The folder holding the alternates of a quarantine view; removed
     /// when the store is dropped (see [`view`]).
     object_view: Option<tempfile::TempDir>,
+    /// How hard writes reach the disk before a ref names them.
+    durability: durable::Durability,
     /// [`ODB_GENERATION`] when this store was opened.
     generation: u64,
 }
@@ -349,6 +352,7 @@ impl Store {
         // again; a driver holds one handle per live attempt.
         repo.object_cache_size_if_unset(128 * 1024);
         let workdir = repo.workdir().map(Path::to_owned);
+        let durability = durable::Durability::from_config(&repo);
         Ok(Self {
             repo,
             common_dir,
@@ -358,8 +362,21 @@ impl Store {
             tips: Default::default(),
             overlay: Default::default(),
             object_view: None,
+            durability,
             generation: odb_generation(),
         })
+    }
+
+    /// How hard this store's writes reach the disk before a ref names
+    /// them (see [`durable::Durability`]).
+    pub fn durability(&self) -> durable::Durability {
+        self.durability
+    }
+
+    /// Sets how hard writes reach the disk. Benchmarks lower it to show
+    /// what the previous design cost; nothing else should.
+    pub fn set_durability(&mut self, durability: durable::Durability) {
+        self.durability = durability;
     }
 
     /// The shared git directory (the main `.git` even from a linked worktree).
@@ -396,6 +413,7 @@ impl Store {
     pub(crate) fn fresh(&self) -> Result<Self, StoreError> {
         let mut fresh = Self::open(&self.common_dir)?;
         fresh.workdir = self.workdir.clone();
+        fresh.durability = self.durability;
         Ok(fresh)
     }
 

@@ -97,11 +97,16 @@ impl Store {
         }
     }
 
-    /// The object `r` points to, peeled past tags. One whose object is
-    /// missing or unreadable is damage, named.
+    /// The object `r` points to, peeled past tags. One whose object a
+    /// prune took after this process wrote it is written again first; one
+    /// whose object is missing or unreadable otherwise is damage, named.
     fn peeled(&self, r: &mut gix::Reference<'_>, name: &str) -> Result<Oid> {
         let direct = r.target().try_id().map(ToOwned::to_owned);
-        match r.peel_to_id().map(|p| p.detach()) {
+        let peeled = match direct {
+            Some(id) => self.healing(id, || r.peel_to_id().map(|p| p.detach())),
+            None => r.peel_to_id().map(|p| p.detach()),
+        };
+        match peeled {
             Ok(id) => Ok(id),
             Err(e) => {
                 let message = super::chain(&e);
@@ -200,9 +205,13 @@ impl Store {
     /// longer held its expected value; nothing changed and the caller redoes
     /// its whole operation from a fresh read.
     ///
-    /// Every ref moved gets a reflog entry (refs outside `refs/heads/` have
-    /// none by default), so `git orch fsck --repair` can restore a ref
-    /// whose file a crash emptied or whose objects went missing.
+    /// Before the refs move, the objects written since the last update
+    /// (the ones these refs name) are made durable, and so are the refs'
+    /// new files before they replace the old ones; after, the objects are
+    /// checked to still exist and written again if a prune took them (see
+    /// [`super::durable`]). Every ref moved gets a reflog entry, so
+    /// `git orch fsck --repair` can restore a ref whose file a crash
+    /// emptied.
     pub fn apply(&self, updates: &[RefUpdate]) -> Result<Applied> {
         use gix::refs::Target;
         use gix::refs::transaction::{LogChange, PreviousValue, RefEdit, RefLog};
@@ -241,6 +250,32 @@ impl Store {
                 None => RefEdit::delete(name, expected),
             });
         }
+        self.flush_objects()?;
+        // git's own default for packed-refs, and the OVERRIDES' value for
+        // loose ref files (a concurrent `git gc` packing refs holds them
+        // for microseconds).
+        let wait = gix::lock::acquire::Fail::AfterDurationWithBackoff(
+            std::time::Duration::from_millis(1000),
+        );
+        let prepared = match self.repo.refs.transaction().prepare(edits, wait, wait) {
+            Ok(p) => p,
+            Err(e) if is_cas_conflict(&e) => return Ok(Applied::Conflict),
+            Err(e) => return Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        };
+        // Each new ref file is complete on the disk before its rename
+        // replaces the old one: a crash then leaves the old value or the
+        // new, never an empty file.
+        let written: Vec<std::path::PathBuf> = updates
+            .iter()
+            .filter(|u| u.new.is_some())
+            .map(|u| self.common_dir().join(format!("{}.lock", u.name)))
+            .filter(|p| p.is_file())
+            .collect();
+        for lock in &written {
+            super::durable::sync_file(lock, self.durability).map_err(|e| {
+                StoreError::io(format!("writing {} to the disk", lock.display()), e)
+            })?;
+        }
         // The reflog names the person's identity as git does, or git-orch's
         // own where none is configured (a reflog entry needs one).
         let orch = gix::actor::Signature {
@@ -253,11 +288,19 @@ impl Store {
             Some(Ok(c)) => c,
             _ => orch.to_ref(&mut time),
         };
-        match self.repo.edit_references_as(edits, Some(committer)) {
-            Ok(_) => Ok(Applied::Done),
-            Err(e) if is_cas_conflict(&e) => Ok(Applied::Conflict),
-            Err(e) => Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        if let Err(e) = prepared.commit(Some(committer)) {
+            return Err(ref_error(&updates[0].name, self.common_dir(), e));
         }
+        if self.durability == super::durable::Durability::Full {
+            let refs: Vec<std::path::PathBuf> = updates
+                .iter()
+                .map(|u| self.common_dir().join(&u.name))
+                .collect();
+            super::durable::sync_folders(refs.iter().map(std::path::PathBuf::as_path))
+                .map_err(|e| StoreError::io("writing ref folders to the disk", e))?;
+        }
+        self.settle_published()?;
+        Ok(Applied::Done)
     }
 
     /// Whether `ancestor` is reachable from `descendant` (or equal to it).
@@ -265,11 +308,13 @@ impl Store {
         if ancestor == descendant {
             return Ok(true);
         }
-        let base = self
-            .repo
-            .merge_base(ancestor, descendant)
-            .map_err(|e| StoreError::git("finding a merge base", e))?;
-        Ok(base.is_some_and(|b| b.detach() == ancestor))
+        self.retrying(|| {
+            let base = self
+                .repo
+                .merge_base(ancestor, descendant)
+                .map_err(|e| StoreError::git("finding a merge base", e))?;
+            Ok(base.is_some_and(|b| b.detach() == ancestor))
+        })
     }
 
     /// The commits reachable from `tips` that no commit of `hidden` reaches
@@ -279,18 +324,20 @@ impl Store {
         if tips.is_empty() {
             return Ok(Vec::new());
         }
-        let walk = self
-            .repo
-            .rev_walk(tips.iter().copied())
-            .with_hidden(hidden.iter().copied())
-            .all()
-            .map_err(|e| StoreError::git("walking commits", e))?;
-        let mut out = Vec::new();
-        for info in walk {
-            let info = info.map_err(|e| StoreError::git("walking commits", e))?;
-            out.push(info.id);
-        }
-        Ok(out)
+        self.retrying(|| {
+            let walk = self
+                .repo
+                .rev_walk(tips.iter().copied())
+                .with_hidden(hidden.iter().copied())
+                .all()
+                .map_err(|e| StoreError::git("walking commits", e))?;
+            let mut out = Vec::new();
+            for info in walk {
+                let info = info.map_err(|e| StoreError::git("walking commits", e))?;
+                out.push(info.id);
+            }
+            Ok(out)
+        })
     }
 
     /// Keeps `commits` reachable from [`KEEP_REF`], so `git gc --prune=now`

@@ -123,16 +123,20 @@ impl Store {
         let Some(record) = self.worktree_record(dir) else {
             return Ok(None);
         };
-        let out = crate::process::HardenedGit::new(&record)
-            .work_tree(dir)
-            .output([
-                "status",
-                "--porcelain",
-                "-z",
-                "--untracked-files=normal",
-                "--ignore-submodules=all",
-                "--no-renames",
-            ])?;
+        let out = self.retrying(|| {
+            let out = crate::process::HardenedGit::new(&record)
+                .work_tree(dir)
+                .output([
+                    "status",
+                    "--porcelain",
+                    "-z",
+                    "--untracked-files=normal",
+                    "--ignore-submodules=all",
+                    "--no-renames",
+                ])?;
+            failed_status(&out)?;
+            Ok(out)
+        })?;
         let paths = status_entries(out, dir)?
             .into_iter()
             .map(|e| e.path)
@@ -298,13 +302,17 @@ impl Store {
     /// modified, staged, deleted, and untracked (not ignored) files, with
     /// whether each is untracked.
     pub fn dirty_paths(&self, dir: &Path) -> Result<Vec<(String, bool)>> {
-        let out = crate::process::Git::new(dir).output([
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-        ])?;
+        let out = self.retrying(|| {
+            let out = crate::process::Git::new(dir).output([
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+            ])?;
+            failed_status(&out)?;
+            Ok(out)
+        })?;
         Ok(status_entries(out, dir)?
             .into_iter()
             .map(|e| {
@@ -357,4 +365,18 @@ pub(crate) fn status_entries(out: std::process::Output, dir: &Path) -> Result<Ve
             path: String::from_utf8_lossy(&e[3..]).into_owned(),
         })
         .collect())
+}
+
+/// A failed `git status` as an error, so [`Store::retrying`] can write
+/// again an object a prune took (its HEAD's tree, a blob of its index)
+/// and run it once more.
+pub(crate) fn failed_status(out: &std::process::Output) -> Result<()> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(StoreError::Process(crate::process::ProcessError::Failed {
+        command: "git status".into(),
+        status: out.status.to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    }))
 }
