@@ -79,6 +79,8 @@ pub enum Check {
     Checkouts,
     /// Configuration that does not parse.
     Config,
+    /// A pin (`refs/orch-pins/<pid>`) its process left when it died.
+    Pins,
 }
 
 impl Check {
@@ -96,6 +98,7 @@ impl Check {
             Check::Processes => "processes",
             Check::Checkouts => "checkouts",
             Check::Config => "config",
+            Check::Pins => "pins",
         }
     }
 }
@@ -309,10 +312,27 @@ fn check_rest(store: &Store, mut report: Report) -> Result<Report, FsckError> {
     check_processes(store, &loaded, &mut report);
     check_checkouts(store, &mut report)?;
     check_config(store, &mut report);
+    check_pins(store, &mut report)?;
     report
         .findings
         .sort_by(|a, b| (b.fails(), a.check, &a.subject).cmp(&(a.fails(), b.check, &b.subject)));
     Ok(report)
+}
+
+/// Pins of processes that are gone: harmless (they only keep a few
+/// commits from `git gc`), removed by the next process that pins and by
+/// `--repair`.
+fn check_pins(store: &Store, report: &mut Report) -> Result<(), FsckError> {
+    for (name, _) in store.dead_pins()? {
+        report.push(
+            Check::Pins,
+            Severity::Note,
+            name.clone(),
+            format!("{name} was left by a git-orch process that is gone; it keeps the merge-queue candidates that process was working on from `git gc`"),
+            "`git orch fsck --repair` removes it (so does the next landing)".into(),
+        );
+    }
+    Ok(())
 }
 
 /// The writer a log ref belongs to (its last component).
@@ -1327,6 +1347,11 @@ pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
         ));
     }
     done.extend(problems);
+    for name in store.remove_dead_pins()? {
+        done.push(format!(
+            "removed {name}, a pin left by a git-orch process that is gone"
+        ));
+    }
     Ok(done)
 }
 

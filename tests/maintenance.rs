@@ -135,6 +135,101 @@ fn a_prune_between_an_appends_objects_and_its_ref_loses_nothing() {
     assert_eq!(code, Some(0), "{report:#}");
 }
 
+/// A landing's candidate is a commit nothing names until it lands; the
+/// queue checks it out and gates it for as long as the gates take. Here a
+/// failpoint holds the queue just after building it while another task's
+/// attempt records its result (so the candidate's objects are no longer
+/// this process's newest), past the journal's grace period; then
+/// `git prune` runs. Without the pin the prune took the candidate and the
+/// landing failed on a missing commit.
+#[test]
+fn a_prune_while_a_candidate_waits_for_its_gates_loses_nothing() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 2, None);
+    p.script("t01", "sleep 2\nwrite src/t01/done once\n");
+    let gate = sb.path().join("gate");
+    let run = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake", "--cap", "2"])
+        .env("ORCH_FAILPOINTS", "land.built=wait@1")
+        .env("ORCH_FAILPOINT_FILE", &gate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    wait_until(
+        "t00's candidate to be built",
+        Duration::from_secs(60),
+        || gate.exists(),
+    );
+    wait_until("t01's attempt to finish", Duration::from_secs(60), || {
+        events(&sb, &p.repo)
+            .iter()
+            .any(|e| e["type"] == "attempt_finished" && e["task"] == "t01")
+    });
+    // Past the grace period in which the journal writes again what a
+    // prune takes.
+    std::thread::sleep(Duration::from_millis(2500));
+    sb.git(&p.repo, &["prune", "--expire=now"]);
+    std::fs::remove_file(&gate).expect("let the queue go");
+    let out = run.wait_with_output().expect("run ends");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_landed_once(&sb, &p.repo, &ids, "a prune beside a gated candidate");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+    // The pin went with the process.
+    assert_eq!(
+        sb.git(&p.repo, &["for-each-ref", "refs/orch-pins/"]),
+        "",
+        "a pin outlived its process"
+    );
+}
+
+/// A landing killed with its candidate pinned leaves the pin: fsck
+/// notes it (it fails nothing), `--repair` removes it, and the run
+/// resumes and lands each task once.
+#[test]
+fn a_pin_left_by_a_killed_landing_is_noted_and_removed() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 1, None);
+    let killed = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake"])
+        .env("ORCH_FAILPOINTS", "land.built=kill@1")
+        .output()
+        .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{}", stderr(&killed));
+    let pins = sb.git(
+        &p.repo,
+        &["for-each-ref", "--format=%(refname)", "refs/orch-pins/"],
+    );
+    assert_eq!(pins.lines().count(), 1, "{pins:?}");
+    let (_, report) = fsck_json(&sb, &p.repo);
+    let noted: Vec<&serde_json::Value> = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["check"] == "pins")
+        .collect();
+    assert_eq!(noted.len(), 1, "{report:#}");
+    assert_eq!(noted[0]["severity"], "note", "{report:#}");
+    assert_eq!(noted[0]["subject"], pins.trim(), "{report:#}");
+    let out = sb.orch(&p.repo, &["fsck", "--repair"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("removed {}", pins.trim())),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sb.git(&p.repo, &["for-each-ref", "refs/orch-pins/"]), "");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_landed_once(&sb, &p.repo, &ids, "after the killed landing");
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
 #[test]
 fn a_log_tip_whose_objects_are_gone_names_the_ref_and_the_repair() {
     let sb = Sandbox::new();

@@ -168,6 +168,25 @@ pub fn build(
     entry: &Entry,
     names: &Names,
 ) -> Result<Built, StoreError> {
+    let built = build_unpinned(store, strategy, onto, entry, names)?;
+    // Nothing names a candidate until it lands: pinned, a `git prune`
+    // beside the queue cannot take it while git checks it out and the
+    // gates judge it.
+    if let Built::Commits { tip, .. } = &built
+        && *tip != onto
+    {
+        store.pin(&[*tip])?;
+    }
+    Ok(built)
+}
+
+fn build_unpinned(
+    store: &Store,
+    strategy: Strategy,
+    onto: Oid,
+    entry: &Entry,
+    names: &Names,
+) -> Result<Built, StoreError> {
     let onto_tree = store.commit_info(onto)?.tree;
     let now = crate::clock::now_secs();
     let author = (names.author.0, names.author.1, now, 0);

@@ -461,6 +461,10 @@ pub fn settle_all() -> Result<(), StoreError> {
             std::thread::sleep(next.saturating_duration_since(Instant::now()));
         }
     }
+    // What this process pinned is safe now, or never will be needed.
+    for repo in Store::pinned_repositories() {
+        Store::open(&repo)?.unpin_all()?;
+    }
     Ok(())
 }
 

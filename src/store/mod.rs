@@ -19,6 +19,7 @@ pub mod log;
 pub mod merge;
 pub mod notes;
 pub mod objects;
+pub mod pins;
 pub mod quarantine;
 pub mod refs;
 pub mod remote;
