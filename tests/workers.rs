@@ -549,3 +549,71 @@ fn three_workers_land_every_task_of_thirty_runs_exactly_once() {
         );
     }
 }
+
+/// The commit the newest `landed` event of `run` moved the target to.
+fn landed_commit(sb: &Sandbox, repo: &Path, run: &str) -> String {
+    log(sb, repo)
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "landed" && e["run_id"] == run)
+        .and_then(|e| e["new"].as_str())
+        .unwrap_or_else(|| panic!("run {run} landed nothing"))
+        .to_owned()
+}
+
+#[test]
+fn a_worker_never_completes_or_voids_another_clones_landing() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 1);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "write src/t0/done yes\n").expect("script");
+    std::fs::write(scripts.join("x.script"), "write other/done yes\n").expect("script");
+    // Clone A runs a second plan with its own driver and lands it on its
+    // own main, without pushing main; its log (and so the landing's
+    // record) reaches the remote with `sync`.
+    std::fs::create_dir_all(a.join("other")).expect("mkdir");
+    std::fs::write(a.join("other/README"), "other\n").expect("write");
+    sb.git(&a, &["add", "other"]);
+    sb.git(&a, &["commit", "-q", "-m", "other"]);
+    let plan = serde_json::json!({"version": 1, "id": "other", "instruction": "Other work",
+        "subtasks": [{"id": "x", "title": "X", "owned_globs": ["other/**"],
+            "deliverable": "x done", "verification": "test -f other/done", "depends_on": []}]});
+    let plan_file = sb.path().join("other.json");
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&a, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&a, &["approve", "other"]);
+    let out = sb.orch(&a, &["run", "other", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let other_run = log(&sb, &a)
+        .iter()
+        .find(|e| e["type"] == "run_started" && e["plan_id"] == "other")
+        .and_then(|e| e["run_id"].as_str())
+        .expect("run")
+        .to_owned();
+    let a_landed = landed_commit(&sb, &a, &other_run);
+    sb.orch_ok(&a, &["sync"]);
+    // Clone B's worker lands the workers' run from the remote's main.
+    let b = clone(&sb, &bare, "b");
+    let out = wait(
+        worker(&sb, &b, &["--agent", "fake", "--once"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    landed_commit(&sb, &b, &run);
+    // A's landing is A's: never voided, never pushed by B.
+    let voided: Vec<serde_json::Value> = log(&sb, &b)
+        .into_iter()
+        .filter(|e| e["type"] == "landing_voided")
+        .collect();
+    assert!(voided.is_empty(), "{voided:?}");
+    let on_remote = sb
+        .command("git", &bare)
+        .args(["merge-base", "--is-ancestor", &a_landed, "main"])
+        .status()
+        .expect("git");
+    assert!(!on_remote.success(), "B pushed A's unpublished landing");
+    // Back in A, its landing still verifies.
+    sb.orch_ok(&a, &["sync"]);
+    let out = sb.orch(&a, &["verify", &a_landed]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

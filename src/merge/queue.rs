@@ -849,10 +849,10 @@ impl Queue {
         Ok(applied)
     }
 
-    /// Finishes the last landing on the target if a process died between
-    /// recording it and moving the target: rolls the target forward when it
-    /// still sits where the landing started, voids the record when someone
-    /// moved it since. Returns a refusal when a checkout of the target is
+    /// Finishes this clone's last landing on the target if a process died
+    /// between recording it and moving the target: rolls the target forward
+    /// when it still sits where the landing started, voids the record when
+    /// someone moved it since. Another clone's landings are never touched. Returns a refusal when a checkout of the target is
     /// dirty (the roll-forward would change the user's files).
     async fn recover(&self) -> Result<Option<String>, MergeError> {
         let this = self.clone();
@@ -863,13 +863,20 @@ impl Queue {
             if let Some(problem) = checkout::recover(store)?.into_iter().next() {
                 return Ok(Some(problem));
             }
+            // Only this clone's own: another clone's landing that is not
+            // here yet (not pushed, not fetched) is that clone's to finish,
+            // and voiding or completing it from here would undo its work.
+            let Some(me) = store.writer_id()? else {
+                return Ok(None); // this clone never recorded anything
+            };
+            let me = me.to_string();
             let found = this.state.read(store, |index| {
-                let Some(run) = index.last_landing_run(&this.target) else {
+                let Some(run) = index.last_landing_run(&this.target, &me) else {
                     return Ok::<_, MergeError>(None);
                 };
                 let last = index
                     .run(&run)?
-                    .map(|r| r.last_landing_on(&this.target))
+                    .map(|r| r.last_landing_on(&this.target, &me))
                     .unwrap_or_default();
                 Ok(Some((run, last)))
             })?;

@@ -39,7 +39,7 @@ use crate::store::log::{Entry, Found, Problem};
 use crate::store::{Oid, Store, StoreError};
 
 /// The cache format; a cache of another format is rebuilt.
-const CACHE_FORMAT: u32 = 2;
+const CACHE_FORMAT: u32 = 3;
 /// Records folded since the last save after which a refresh saves on its
 /// own, so short-lived readers rarely redo much of each other's work.
 const SAVE_AFTER: usize = 64;
@@ -247,8 +247,9 @@ struct IndexFile {
     /// all.
     other_events: u64,
     events: u64,
-    /// target → (order, run) of the newest landing on it.
-    last_landing: BTreeMap<String, ((u64, String, u64), RunId)>,
+    /// target → writer → (order, run) of the newest landing that writer
+    /// recorded on it: a clone completes or voids only its own.
+    last_landings: BTreeMap<String, BTreeMap<String, ((u64, String, u64), RunId)>>,
     /// The catalog's shard files, by shard number.
     shards: BTreeMap<usize, String>,
     /// Catalog entries not yet folded into their shards.
@@ -417,16 +418,11 @@ impl StateIndex {
                 self.catalog_put(key, value);
             }
             if let Event::Landed { run_id, target, .. } = &e.record.event {
-                let order = (e.record.clock, e.record.writer.to_string(), e.record.seq);
-                let newer = self
-                    .file
-                    .last_landing
-                    .get(target)
-                    .is_none_or(|(o, _)| order > *o);
-                if newer {
-                    self.file
-                        .last_landing
-                        .insert(target.clone(), (order, run_id.clone()));
+                let writer = e.record.writer.to_string();
+                let order = (e.record.clock, writer.clone(), e.record.seq);
+                let by_writer = self.file.last_landings.entry(target.clone()).or_default();
+                if by_writer.get(&writer).is_none_or(|(o, _)| order > *o) {
+                    by_writer.insert(writer, (order, run_id.clone()));
                 }
             }
             let stored = Stored {
@@ -857,11 +853,12 @@ impl StateIndex {
         })
     }
 
-    /// The run of the newest landing on `target`.
-    pub fn last_landing_run(&self, target: &str) -> Option<RunId> {
+    /// The run of the newest landing `writer` recorded on `target`.
+    pub fn last_landing_run(&self, target: &str, writer: &str) -> Option<RunId> {
         self.file
-            .last_landing
+            .last_landings
             .get(target)
+            .and_then(|w| w.get(writer))
             .map(|(_, run)| run.clone())
     }
 
