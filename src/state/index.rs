@@ -38,6 +38,9 @@ use crate::ids::{PlanId, RunId, WriterId};
 use crate::store::log::{Entry, Found, Problem};
 use crate::store::{Oid, Store, StoreError};
 
+/// A record's place in the global order: (clock, writer, seq).
+type Order = (u64, String, u64);
+
 /// The cache format; a cache of another format is rebuilt.
 const CACHE_FORMAT: u32 = 3;
 /// Records folded since the last save after which a refresh saves on its
@@ -249,7 +252,7 @@ struct IndexFile {
     events: u64,
     /// target → writer → (order, run) of the newest landing that writer
     /// recorded on it: a clone completes or voids only its own.
-    last_landings: BTreeMap<String, BTreeMap<String, ((u64, String, u64), RunId)>>,
+    last_landings: BTreeMap<String, BTreeMap<String, (Order, RunId)>>,
     /// The catalog's shard files, by shard number.
     shards: BTreeMap<usize, String>,
     /// Catalog entries not yet folded into their shards.
