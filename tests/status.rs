@@ -240,6 +240,7 @@ fn watch_on_a_terminal_stops_on_q() {
     let mut sb = Sandbox::new();
     let p = mixed(&mut sb, false);
     // Recorded, and nothing drives it: it stays open.
+    common::share(&sb, &p.repo);
     sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--start-only"]);
     let mut watch = sb
         .command("script", &p.repo)

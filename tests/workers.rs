@@ -24,13 +24,7 @@ fn shared_run(sb: &mut Sandbox, n: usize) -> (PathBuf, PathBuf, String) {
         .map(|(t, v)| (t.as_str(), &[][..], v.as_str()))
         .collect();
     let p = project(sb, &specs, None);
-    let bare = sb.bare("remote.git");
-    sb.git(
-        &p.repo,
-        &["remote", "add", "origin", &bare.to_string_lossy()],
-    );
-    sb.git(&p.repo, &["push", "-q", "origin", "main"]);
-    sb.orch_ok(&p.repo, &["init", "--remote", "origin"]);
+    let bare = common::share(sb, &p.repo);
     sb.orch_ok(&p.repo, &["run", "proj", "--start-only"]);
     sb.orch_ok(&p.repo, &["sync"]);
     let run = log(sb, &p.repo)
@@ -584,6 +578,12 @@ fn a_worker_never_completes_or_voids_another_clones_landing() {
     sb.orch_ok(&a, &["approve", "other"]);
     let out = sb.orch(&a, &["run", "other", "--agent", "fake"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("main has 2 commits that origin/main does not: `git push origin main`"),
+        "the run says what is left to push: {}",
+        stderr(&out)
+    );
     let other_run = log(&sb, &a)
         .iter()
         .find(|e| e["type"] == "run_started" && e["plan_id"] == "other")
@@ -616,4 +616,100 @@ fn a_worker_never_completes_or_voids_another_clones_landing() {
     sb.orch_ok(&a, &["sync"]);
     let out = sb.orch(&a, &["verify", &a_landed]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_run_for_workers_starts_only_from_a_published_base() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("t0", &[], "true")], None);
+    // No remote at all: nothing to share the run through.
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--start-only"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("init --remote"), "{}", stderr(&out));
+    assert_eq!(sb.refs(&p.repo), before, "a refused start wrote state");
+    // A remote, and a commit on main nobody pushed.
+    common::share(&sb, &p.repo);
+    std::fs::write(p.repo.join("src/t0/local"), "local\n").expect("write");
+    sb.git(&p.repo, &["add", "src/t0/local"]);
+    sb.git(&p.repo, &["commit", "-q", "-m", "local only"]);
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--start-only"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("push `main` first (`git push origin main`)"),
+        "{}",
+        stderr(&out)
+    );
+    // Only remote-tracking copies may change: a start syncs first, to see
+    // other clones' runs, and fetches the remote's main.
+    let own = |refs: String| -> Vec<String> {
+        refs.lines()
+            .filter(|l| !l.starts_with("refs/remotes/") && !l.starts_with("refs/orch-remotes/"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        own(sb.refs(&p.repo)),
+        own(before),
+        "a refused start wrote state"
+    );
+    // Pushed, it starts.
+    sb.git(&p.repo, &["push", "-q", "origin", "main"]);
+    sb.orch_ok(&p.repo, &["run", "proj", "--start-only"]);
+}
+
+#[test]
+fn a_driver_run_with_push_publishes_its_landings_and_their_records() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("t0", &[], "test -f src/t0/done")], None);
+    p.script("t0", "write src/t0/done yes\n");
+    // --push needs a remote to push to.
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--push"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("init --remote"), "{}", stderr(&out));
+    let bare = common::share(&sb, &p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--push"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("Pushed main to origin"),
+        "{}",
+        stderr(&out)
+    );
+    let tip = sb.git(&p.repo, &["rev-parse", "main"]);
+    assert_eq!(sb.git(&bare, &["rev-parse", "main"]), tip);
+    // Another clone verifies the landing from the records alone.
+    let b = clone(&sb, &bare, "b");
+    sb.orch_ok(&b, &["sync"]);
+    let out = sb.orch(&b, &["verify", &tip]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn a_worker_until_done_fails_when_its_run_ended_with_failed_tasks() {
+    let mut sb = Sandbox::new();
+    let (_bare, a, run) = shared_run(&mut sb, 2);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "write src/t0/done yes\n").expect("script");
+    // t1's agent never does its work: every attempt fails its gate.
+    std::fs::write(scripts.join("t1.script"), "write src/t1/other yes\n").expect("script");
+    let out = wait(
+        worker(&sb, &a, &["--agent", "fake", "--until-done"]),
+        Duration::from_secs(180),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("run {run} ended with 1 done, 1 failed")),
+        "{}",
+        stderr(&out)
+    );
+    // A retry of a workers' run names what works for it.
+    let out = sb.orch(&a, &["retry", "t1", "--run", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("git orch worker"), "{said}");
+    assert!(
+        !said.contains("git orch run"),
+        "a hint that cannot work: {said}"
+    );
 }

@@ -10,7 +10,7 @@
 //!
 //! | error type | exit code |
 //! |---|---|
-//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace` | 3 blocked |
+//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace`, `BaseNotPublished` | 3 blocked |
 //! | `RunError::UnknownTask`, `BadBase`, `BadTarget`; `ReviewError::BadBase`; clap's errors | 2 usage |
 //! | `RunError::Revision`, `Approval`, `Review`, `Store` | that inner error's code |
 //! | `MergeError::Run`, `Store`; `WorkerError::Run`, `Store` | that inner error's code |
@@ -254,6 +254,21 @@ impl From<RunError> for CommandError {
             E::StartRace { .. } => (
                 exit::BLOCKED,
                 Some("`git orch sync`, then `git orch status` shows its run".to_owned()),
+            ),
+            E::BaseNotPublished {
+                remote, target, ..
+            } => (
+                exit::BLOCKED,
+                Some(format!(
+                    "push `{target}` first (`git push {remote} {target}`), then start the run again"
+                )),
+            ),
+            E::NoSharedRemote => (
+                exit::ERROR,
+                Some(
+                    "set the remote workers share with `git orch init --remote <name>` (it sets orch.remote)"
+                        .to_owned(),
+                ),
             ),
             E::StartRefused { .. } => (
                 exit::ERROR,

@@ -20,6 +20,7 @@ pub mod candidate;
 pub mod checkout;
 pub mod hand;
 pub mod integration;
+pub mod publish;
 pub mod queue;
 pub mod verify;
 

@@ -93,10 +93,14 @@ pub enum Report {
 }
 
 /// How the worker stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum WorkerOutcome {
     /// `--once` did its round, or `--until-done` found nothing left.
-    Done,
+    /// `incomplete`: the runs this worker worked on that ended with tasks
+    /// not done (failed, blocked or cancelled), with their summaries.
+    Done {
+        incomplete: Vec<(RunId, RunSummary)>,
+    },
     /// Ctrl-C or SIGTERM.
     Interrupted,
 }
@@ -163,6 +167,9 @@ pub struct Worker {
     /// Runs whose context failed to load for another reason, with the
     /// error and how many rounds in a row it did.
     failing: BTreeMap<RunId, (String, u32)>,
+    /// Runs for workers this worker found unfinished: how they ended
+    /// decides its exit status.
+    seen: std::collections::BTreeSet<RunId>,
     exe: PathBuf,
 }
 
@@ -190,6 +197,7 @@ impl Worker {
             landing_claim: None,
             skipped: BTreeMap::new(),
             failing: BTreeMap::new(),
+            seen: Default::default(),
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
         })
     }
@@ -206,6 +214,11 @@ impl Worker {
             self.sync(report);
             // Finished runs are history: only unfinished ones are loaded.
             let runs = self.unfinished_runs()?;
+            self.seen.extend(
+                runs.values()
+                    .filter(|r| r.settings.workers && !self.skipped.contains_key(&r.id))
+                    .map(|r| r.id.clone()),
+            );
             self.watch_leases(report)?;
             let may_claim = !(self.opts.once && claimed_once);
             if may_claim {
@@ -223,7 +236,9 @@ impl Worker {
                     || (self.opts.until_done && !unfinished);
                 if done {
                     self.sync(report);
-                    return Ok(WorkerOutcome::Done);
+                    return Ok(WorkerOutcome::Done {
+                        incomplete: self.incomplete()?,
+                    });
                 }
             }
             tokio::select! {
@@ -605,6 +620,17 @@ impl Worker {
     /// Every unfinished run, read from the state index brought up to date.
     fn unfinished_runs(&mut self) -> Result<BTreeMap<RunId, RunState>, WorkerError> {
         Ok(self.state.read(&self.store, |index| index.unfinished())?)
+    }
+
+    /// The runs this worker saw that have ended with tasks not done.
+    fn incomplete(&mut self) -> Result<Vec<(RunId, RunSummary)>, WorkerError> {
+        let seen: Vec<RunId> = self.seen.iter().cloned().collect();
+        let states = self.state.read(&self.store, |index| index.states(seen))?;
+        Ok(states
+            .into_values()
+            .filter_map(|r| Some((r.id.clone(), r.finished?)))
+            .filter(|(_, s)| !crate::run::view::is_complete(s))
+            .collect())
     }
 
     fn has_own_queued(&self, runs: &BTreeMap<RunId, RunState>) -> bool {
