@@ -157,6 +157,19 @@ fn three_workers_share_twelve_tasks_each_executed_exactly_once() {
         stdout(&out),
         stderr(&out)
     );
+    // Every landing reached refs/orch/keep, whoever landed it: fsck finds
+    // nothing to collect, nothing to repair, in any clone.
+    for r in [&a, &b, &c] {
+        let out = sb.orch(r, &["fsck"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}{}",
+            r.display(),
+            stdout(&out),
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
@@ -712,4 +725,210 @@ fn a_worker_until_done_fails_when_its_run_ended_with_failed_tasks() {
         !said.contains("git orch run"),
         "a hint that cannot work: {said}"
     );
+}
+
+/// Waits until `writer` (in the clone `repo`) has started an attempt and
+/// returns the process groups of the attempts it started (each > 1).
+fn started_by(sb: &Sandbox, repo: &Path, writer: &str) -> Vec<i32> {
+    let start = Instant::now();
+    loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{writer} never started an attempt"
+        );
+        let started: Vec<i32> = log(sb, repo)
+            .iter()
+            .filter(|e| e["type"] == "attempt_started" && e["writer"] == writer)
+            .filter_map(|e| e["pgid"].as_i64())
+            .filter_map(|p| i32::try_from(p).ok())
+            .filter(|p| *p > 1)
+            .collect();
+        if !started.is_empty() {
+            return started;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stops (`SIGSTOP`) or resumes (`SIGCONT`) one process, by its own pid:
+/// a worker frozen as a machine that hangs would be.
+fn signal(child: &Child, sig: libc::c_int) {
+    let pid = i32::try_from(child.id()).expect("pid");
+    assert!(pid > 1);
+    // SAFETY: a signal to one process this test started.
+    assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+}
+
+#[test]
+fn workers_outlive_a_flaky_remote_and_a_killed_and_a_frozen_worker() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 12);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(
+        scripts.join("default.script"),
+        "sleep 0.3\nrun sh -c \"mkdir -p src/$ORCH_TASK && echo yes > src/$ORCH_TASK/done\"\n",
+    )
+    .expect("script");
+    // The remote refuses 30% of all pushes (claims, landings, syncs) in
+    // its pre-receive hook, before git-orch's own server hook, which it
+    // chains.
+    let flaky = bare.join("hooks/pre-receive");
+    std::fs::write(
+        &flaky,
+        "#!/bin/sh\ncat >/dev/null\nr=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')\nif [ \"$r\" -lt 77 ]; then echo 'flaky: try again later' >&2; exit 1; fi\nexit 0\n",
+    )
+    .expect("hook");
+    let mut perms = std::fs::metadata(&flaky).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&flaky, perms).expect("chmod");
+    let bare_str = bare.to_string_lossy().into_owned();
+    sb.orch_ok(&a, &["-C", &bare_str, "hooks", "install", "--server"]);
+    let b = clone(&sb, &bare, "b");
+    let c = clone(&sb, &bare, "c");
+    let args = [
+        "--agent",
+        "fake",
+        "--cap",
+        "2",
+        "--until-done",
+        "--lease",
+        "3",
+    ];
+    // C starts first and is killed (SIGKILL) once it has started an
+    // attempt; its agents go with it (their group, read from the log,
+    // checked > 1).
+    let mut wc = worker(&sb, &c, &args);
+    let c_writer = sb.git(&c, &["config", "orch.writerId"]);
+    for pgid in started_by(&sb, &c, &c_writer) {
+        // SAFETY: a group id the log recorded for C's own agents.
+        unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    }
+    wc.kill().expect("kill -9");
+    let _ = wc.wait();
+    let wa = worker(&sb, &a, &args);
+    let wb = worker(&sb, &b, &args);
+    // B freezes in the middle of an attempt, past its lease, and wakes up;
+    // the remote is out of reach for 5 seconds meanwhile.
+    let b_writer = sb.git(&b, &["config", "orch.writerId"]);
+    started_by(&sb, &b, &b_writer);
+    signal(&wb, libc::SIGSTOP);
+    let away = sb.path().join("remote.away");
+    std::fs::rename(&bare, &away).expect("remote goes away");
+    std::thread::sleep(Duration::from_secs(5));
+    std::fs::rename(&away, &bare).expect("remote comes back");
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&wb, libc::SIGCONT);
+    // Every worker left ends by itself.
+    for (name, w) in [("a", wa), ("b", wb)] {
+        let out = wait(w, Duration::from_secs(400));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "worker {name}: {}",
+            stderr(&out)
+        );
+    }
+    // Every task landed exactly once, in every clone's view of the log.
+    std::fs::remove_file(bare.join("hooks/pre-receive.orch-chained")).expect("calm remote");
+    for r in [&a, &b, &c] {
+        sb.orch_ok(r, &["sync"]);
+    }
+    for r in [&a, &b, &c] {
+        let events = log(&sb, r);
+        for i in 0..12 {
+            let task = format!("t{i}");
+            let landed: Vec<&serde_json::Value> = events
+                .iter()
+                .filter(|e| {
+                    e["type"] == "landed"
+                        && e["run_id"] == run.as_str()
+                        && e["task"] == task.as_str()
+                })
+                .collect();
+            let voided = events
+                .iter()
+                .filter(|e| e["type"] == "landing_voided" && e["task"] == task.as_str())
+                .count();
+            assert_eq!(
+                landed.len() - voided,
+                1,
+                "{}: {task} landed {landed:?}",
+                r.display()
+            );
+        }
+        let out = sb.orch(r, &["fsck"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}: {}{}",
+            r.display(),
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    for i in 0..12 {
+        sb.git(&bare, &["cat-file", "-e", &format!("main:src/t{i}/done")]);
+    }
+}
+
+#[test]
+fn a_lander_frozen_past_its_lease_never_publishes_a_second_landing() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 1);
+    let commits: u32 = sb
+        .git(&bare, &["rev-list", "--count", "main"])
+        .parse()
+        .expect("count");
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "write src/t0/done yes\n").expect("script");
+    // B runs t0 and stops exactly where its landing would publish; there
+    // it freezes, past its 2-second lease.
+    let b = clone(&sb, &bare, "b");
+    let at = sb.path().join("failpoint");
+    let exe = common::bin_dir().join("git-orch");
+    let wb = sb
+        .command(&exe.to_string_lossy(), &b)
+        .args(["worker", "--remote", "origin", "--poll", "0.2"])
+        .args(["--agent", "fake", "--until-done", "--lease", "2"])
+        .env("ORCH_FAILPOINTS", "land.publish=wait")
+        .env("ORCH_FAILPOINT_FILE", &at)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker starts");
+    let start = Instant::now();
+    while !at.exists() {
+        assert!(start.elapsed() < Duration::from_secs(120), "B never landed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&wb, libc::SIGSTOP);
+    // A takes the queue over once B's lease runs out, and lands t0.
+    let out = wait(
+        worker(
+            &sb,
+            &a,
+            &["--agent", "fake", "--until-done", "--lease", "2"],
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // B wakes up where it stopped: it must not publish.
+    std::fs::remove_file(&at).expect("release the failpoint");
+    signal(&wb, libc::SIGCONT);
+    let out = wait(wb, Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("taken over"), "{}", stderr(&out));
+    for r in [&a, &b] {
+        sb.orch_ok(r, &["sync"]);
+        let landed = log(&sb, r)
+            .iter()
+            .filter(|e| e["type"] == "landed" && e["run_id"] == run.as_str())
+            .count();
+        assert_eq!(landed, 1, "{}", r.display());
+    }
+    let after: u32 = sb
+        .git(&bare, &["rev-list", "--count", "main"])
+        .parse()
+        .expect("count");
+    assert_eq!(after, commits + 1, "one landing on the remote's main");
 }

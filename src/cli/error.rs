@@ -342,6 +342,9 @@ impl From<MergeError> for CommandError {
             E::TargetMoving { .. } | E::MovedHere { .. } => {
                 Some("try again: another process landed at the same time".to_owned())
             }
+            E::LeaseLost { .. } => Some(
+                "another worker lands the queue now; this one's attempts wait for it".to_owned(),
+            ),
             E::Settings(_) => Some("fix .orch/config at the run's base commit".to_owned()),
             E::NoRun(_) => {
                 Some("`git orch status` without an argument shows the newest run".to_owned())

@@ -127,6 +127,14 @@ fn render(renderer: &progress::Renderer, model: &Model, r: Report) {
             renderer.note(&format!("run {run}: not working it here: {why}"))
         }
         Report::SyncFailed(why) => renderer.note(&format!("sync failed (will try again): {why}")),
+        Report::PushFailed {
+            what,
+            why,
+            retry_in,
+        } => renderer.note(&format!(
+            "could not push {what}: {why} (trying again in {:.1}s)",
+            retry_in.as_secs_f64()
+        )),
         Report::Finished { run, summary } => {
             model.reseed(renderer, &run);
             renderer.note(&format!(

@@ -49,6 +49,12 @@ pub struct Queue {
     /// remote's target and a landing is one atomic, non-forced push of the
     /// target and this clone's log: the push is the compare-and-swap.
     pub remote: Option<String>,
+    /// With a remote: the claim this landing holds (the run's queue claim
+    /// ref and the commit this clone holds there). Each round and the
+    /// landing push itself check it still holds: a lander frozen past its
+    /// lease, whose claim another took meanwhile, stops instead of
+    /// publishing (`MergeError::LeaseLost`).
+    pub fence: Option<(String, Oid)>,
     /// The folded log (the driver's, when the queue runs inside a run).
     pub state: SharedIndex,
     /// Who approved the run's plan revision (named in landed commits).
@@ -135,6 +141,7 @@ impl Queue {
             settings,
             strategy,
             remote: None,
+            fence: None,
             state,
             approver: approver_of(store, run),
             author: run
@@ -421,14 +428,50 @@ impl Queue {
                     self.after_landing(&landed).await;
                     return Ok(());
                 }
-                // The target moved: rebuild on the new tip, gate again.
-                Applied::Conflict => continue,
+                // The target moved: rebuild on the new tip, gate again,
+                // without what landed meanwhile (another lander may have
+                // landed these very attempts).
+                Applied::Conflict => {
+                    entries = self.still_waiting(entries).await?;
+                    if entries.is_empty() {
+                        return Ok(());
+                    }
+                    continue;
+                }
             }
         }
         Err(MergeError::TargetMoving {
             target: self.target.clone(),
             tries: MAX_ROUNDS as usize,
         })
+    }
+
+    /// Those of `entries` that still wait to land, by the log as it is now
+    /// (with a remote, after a sync that brings other landers' records).
+    async fn still_waiting(&self, entries: Vec<Entry>) -> Result<Vec<Entry>, MergeError> {
+        let this = self.clone();
+        blocking(&self.common_dir, move |store| {
+            if let Some(remote) = &this.remote {
+                // Best effort: without it the rebuilt candidate's push is
+                // still the compare-and-swap that keeps a landing single.
+                let _ = store.sync(remote);
+            }
+            this.state.read(store, |index| {
+                let Some(run) = index.run(&this.run)? else {
+                    return Ok::<_, MergeError>(Vec::new());
+                };
+                Ok(entries
+                    .into_iter()
+                    .filter(|e| {
+                        run.tasks
+                            .get(&e.task.id)
+                            .and_then(|t| t.attempts.iter().find(|a| a.n == e.attempt))
+                            .is_some_and(|a| a.is_queued())
+                    })
+                    .collect())
+            })
+        })
+        .await
     }
 
     /// With a remote: brings the local target to the remote's tip
@@ -439,7 +482,9 @@ impl Queue {
             return Ok(());
         };
         let target = self.target.clone();
+        let fence = self.fence.clone();
         blocking(&self.common_dir, move |store| {
+            check_fence(store, &remote, fence.as_ref())?;
             follow_target(store, &remote, &target)
         })
         .await
@@ -726,6 +771,8 @@ impl Queue {
                 .collect();
             let target_ref = this.target_ref();
             if let Some(remote) = &this.remote {
+                // Where a lander frozen past its lease would wake up.
+                crate::failpoint::hit("land.publish");
                 let moves = checkout::begin(store, &target_ref, old, new)?;
                 let published = store.transact_published(
                     |store| {
@@ -734,15 +781,26 @@ impl Queue {
                                 reference: target_ref.clone(),
                             });
                         }
+                        // The candidate is kept here as a local landing
+                        // keeps it; `sync` publishes the keep ref (merging
+                        // other clones' keeps), never this push.
+                        let keep = store.keep_update(
+                            store.ref_target(crate::store::refs::KEEP_REF)?,
+                            &[new],
+                            &format!("landing of run {}", this.run),
+                        )?;
                         Ok((
                             Operation {
                                 events: events.clone(),
-                                refs: vec![RefUpdate::set(
-                                    &target_ref,
-                                    new,
-                                    Expected::At(old),
-                                    &format!("orch: land run {}", this.run),
-                                )],
+                                refs: vec![
+                                    RefUpdate::set(
+                                        &target_ref,
+                                        new,
+                                        Expected::At(old),
+                                        &format!("orch: land run {}", this.run),
+                                    ),
+                                    keep,
+                                ],
                             },
                             (),
                         ))
@@ -750,11 +808,18 @@ impl Queue {
                     |store, updates| {
                         let pushes: Vec<(Oid, String)> = updates
                             .iter()
+                            .filter(|u| u.name != crate::store::refs::KEEP_REF)
                             .filter_map(|u| u.new.map(|n| (n, u.name.clone())))
                             .collect();
-                        match store.push_atomic(remote, &pushes)? {
+                        let fence = this.fence.as_ref().map(|(n, c)| (n.as_str(), *c));
+                        match store.push_fenced(remote, &pushes, fence)? {
                             crate::store::remote::Pushed::Accepted => Ok(true),
-                            pushed if pushed.lost_race() => Ok(false),
+                            pushed if pushed.lost_race() => {
+                                // Lost to a landing elsewhere, or lost the
+                                // claim itself: only the first is retried.
+                                check_fence(store, remote, this.fence.as_ref())?;
+                                Ok(false)
+                            }
                             crate::store::remote::Pushed::Rejected(why) => {
                                 Err(MergeError::PushRefused {
                                     remote: remote.clone(),
@@ -955,6 +1020,24 @@ impl Queue {
         })
         .await;
     }
+}
+
+/// Fails with [`MergeError::LeaseLost`] once the claim `fence` names is
+/// no longer this clone's on `remote` (read there now, not from a fetch).
+fn check_fence(
+    store: &Store,
+    remote: &str,
+    fence: Option<&(String, Oid)>,
+) -> Result<(), MergeError> {
+    let Some((name, held)) = fence else {
+        return Ok(());
+    };
+    if store.remote_value(remote, name)? == Some(*held) {
+        return Ok(());
+    }
+    Err(MergeError::LeaseLost {
+        claim: name.clone(),
+    })
 }
 
 /// Who approved the plan revision `run` executes, as its approval says.
