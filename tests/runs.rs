@@ -541,8 +541,15 @@ fn a_worktree_that_cannot_be_made_is_abandoned_and_its_branch_removed() {
             &blocker.join("wt").to_string_lossy(),
         ],
     );
+    // The same failure of git-orch's own work, twice in a row: the run
+    // stops (exit 74) instead of retrying it.
     let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
-    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(74), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 attempts in a row failed inside git-orch"),
+        "{}",
+        stderr(&out)
+    );
     let evs = events(&sb, &p.repo);
     let abandoned: Vec<_> = evs
         .iter()

@@ -384,6 +384,17 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             ),
         )),
         DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
+        DriveOutcome::Broken(why) => Err(CommandError::with_code(
+            exit::BROKEN,
+            format!(
+                "run {run_id} stopped: {why}\nhint: {}, then run the same command again to resume",
+                if run::disk_full(&why) {
+                    "free space on this disk".to_owned()
+                } else {
+                    format!("fix the cause (`git orch status {run_id}` shows the failed attempts)")
+                }
+            ),
+        )),
         DriveOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,
             format!("run {run_id} interrupted\nhint: run the same command again to resume"),

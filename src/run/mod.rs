@@ -974,7 +974,7 @@ pub fn retries_for(run: &RunState, sub: &crate::plan::Subtask) -> u32 {
     sub.retries.unwrap_or(run.settings.retries)
 }
 
-pub use driver::{DriveOutcome, drive};
+pub use driver::{DriveOutcome, disk_full, drive};
 
 /// The plan revision a run executes.
 pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> {
