@@ -932,3 +932,25 @@ fn a_lander_frozen_past_its_lease_never_publishes_a_second_landing() {
         .expect("count");
     assert_eq!(after, commits + 1, "one landing on the remote's main");
 }
+
+#[test]
+fn a_worker_once_whose_landing_is_refused_ends_and_says_it_once() {
+    let mut sb = Sandbox::new();
+    let (bare, _a, _run) = shared_run(&mut sb, 1);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "write src/t0/done yes\n").expect("script");
+    let b = clone(&sb, &bare, "b");
+    // An untracked file in B's checkout where the landing would write.
+    common::block_landings(&b);
+    let out = wait(
+        worker(&sb, &b, &["--agent", "fake", "--once"]),
+        Duration::from_secs(120),
+    );
+    let said = stderr(&out);
+    let refusals = said.matches("not working it here").count();
+    assert!(
+        (1..=2).contains(&refusals),
+        "the refusal said {refusals} times: {said}"
+    );
+    common::unblock_landings(&b);
+}

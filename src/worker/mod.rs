@@ -709,8 +709,12 @@ impl Worker {
         let Ok(me) = self.store.writer() else {
             return false;
         };
+        // A run this worker stopped working (its landing was refused, its
+        // approval withdrawn) has nothing it will land: `--once` ends.
         runs.values().any(|r| {
-            r.finished.is_none() && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
+            r.finished.is_none()
+                && !self.skipped.contains_key(&r.id)
+                && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
         })
     }
 
