@@ -760,3 +760,31 @@ fn a_repository_without_any_git_identity_works() {
     let s = status_json(&sb, &p.repo);
     assert_eq!(task_status(&s, "a"), "done");
 }
+
+#[test]
+fn a_failed_attempt_that_changed_nothing_leaves_the_landing_note_on_main() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &["a"], "test -f src/b/done"),
+        ],
+        Some("[orch]\n    retries = 0\n"),
+    );
+    p.script("a", "write src/a/done yes\n");
+    // b starts from main's tip once a landed, and changes nothing.
+    p.script("b", "sleep 0.1\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", "main"]);
+    assert!(
+        note.contains("git-orch landed"),
+        "main's note lost its landing: {note}"
+    );
+    assert!(note.contains("/a/attempt-1"), "{note}");
+    assert!(
+        !note.contains("/b/attempt-1"),
+        "b's record on a commit b did not make: {note}"
+    );
+}

@@ -324,7 +324,7 @@ pub async fn land(
                     approval.approval,
                     strategy.as_str()
                 );
-                let _ = store.set_note(new, &note);
+                let _ = crate::run::notes::add_record(&store, new, &note);
                 return Ok(Outcome::Landed {
                     landing: Box::new(record),
                     approval: Box::new(approval),

@@ -1014,7 +1014,7 @@ impl Queue {
                     this.revision.hash,
                     this.strategy.as_str()
                 );
-                let _ = store.set_note(*tip, &note);
+                let _ = crate::run::notes::add_record(store, *tip, &note);
             }
             Ok(())
         })

@@ -12,6 +12,7 @@ pub mod attempt;
 pub mod control;
 pub mod driver;
 pub mod follow;
+pub mod notes;
 pub mod progress;
 pub mod prompt;
 pub mod schedule;
