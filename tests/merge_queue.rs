@@ -110,6 +110,10 @@ fn each_strategy_does_what_it_promises() {
                 &format!("write src/t{i}/done yes\ncommit t{i} work\n"),
             );
         }
+        // Commits written in another time zone, long ago, by someone else.
+        sb.set_env("GIT_AUTHOR_NAME", "Zoe Agent");
+        sb.set_env("GIT_AUTHOR_EMAIL", "zoe@example.com");
+        sb.set_env("GIT_AUTHOR_DATE", "1399417800 +0200");
         let base = sb.git(&p.repo, &["rev-parse", "main"]);
         let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "1"]);
         assert_eq!(out.status.code(), Some(0), "{strategy}: {}", stderr(&out));
@@ -138,6 +142,14 @@ fn each_strategy_does_what_it_promises() {
                 assert_eq!(tip_msg.trim(), "t1 work", "{tip_msg}");
                 assert_eq!(parents.split_whitespace().count(), 1);
             }
+        }
+        if strategy == "rebase" {
+            // Each commit keeps its author, date and time zone.
+            let author = sb.git(
+                &p.repo,
+                &["log", "-1", "--format=%an <%ae> %ad", "--date=raw", "main"],
+            );
+            assert_eq!(author, "Zoe Agent <zoe@example.com> 1399417800 +0200");
         }
         let out = sb.orch(&p.repo, &["verify", "main"]);
         assert_eq!(out.status.code(), Some(0), "{strategy}: {}", stdout(&out));
