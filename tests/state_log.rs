@@ -440,6 +440,76 @@ fn not_a_repository_is_refused_clearly() {
     );
 }
 
+/// `GIT_CEILING_DIRECTORIES` means what it means to git: a ceiling that is
+/// not above the working folder is ignored, one above it stops the search
+/// before it reaches the ceiling itself, entries are compared with the
+/// symlink-free working folder (resolved themselves, except after an empty
+/// entry), relative entries are ignored. git orch finds a repository
+/// exactly where `git rev-parse` does.
+#[test]
+fn ceiling_directories_stop_the_search_as_they_stop_git() {
+    let sb = Sandbox::new();
+    let root = sb.path().canonicalize().expect("canonical temp dir");
+    let repo = root.join("top/repo");
+    std::fs::create_dir_all(repo.join("sub/deep")).expect("dirs");
+    std::fs::create_dir_all(root.join("other")).expect("dir");
+    sb.git(&repo, &["init", "-q", "-b", "main"]);
+    std::os::unix::fs::symlink(root.join("top"), root.join("link")).expect("symlink");
+    let p = |rel: &str| root.join(rel).to_string_lossy().into_owned();
+    let cases: Vec<(String, String)> = vec![
+        // A folder that does not contain the repository.
+        (p("other"), p("top/repo/sub")),
+        // A folder above the repository.
+        (p("top"), p("top/repo/sub")),
+        // The repository's own folder, from below it and from it.
+        (p("top/repo"), p("top/repo/sub")),
+        (p("top/repo"), p("top/repo")),
+        (p("top/repo/sub"), p("top/repo/sub/deep")),
+        // Through a symlink: resolved, unless after an empty entry.
+        (p("link/repo"), p("top/repo/sub")),
+        (format!(":{}", p("link/repo")), p("top/repo/sub")),
+        ("relative".into(), p("top/repo/sub")),
+        (
+            format!("{}:{}", p("other"), p("top/repo")),
+            p("top/repo/sub"),
+        ),
+    ];
+    let mut found = 0;
+    for (ceiling, cwd) in &cases {
+        let git = sb
+            .command("git", Path::new(cwd))
+            .env("GIT_CEILING_DIRECTORIES", ceiling)
+            .args(["rev-parse", "--show-toplevel"])
+            .output()
+            .expect("git runs");
+        let orch = sb
+            .command("git", Path::new(cwd))
+            .env("GIT_CEILING_DIRECTORIES", ceiling)
+            .args(["orch", "log"])
+            .output()
+            .expect("git orch runs");
+        assert_eq!(
+            orch.status.success(),
+            git.status.success(),
+            "GIT_CEILING_DIRECTORIES={ceiling} in {cwd}: git says {:?}{:?}, git orch says {:?}",
+            stdout(&git).trim(),
+            stderr(&git).trim(),
+            stderr(&orch).trim()
+        );
+        if git.status.success() {
+            found += 1;
+        } else {
+            assert!(
+                stderr(&orch).contains("not a git repository"),
+                "{}",
+                stderr(&orch)
+            );
+        }
+    }
+    // Both outcomes are covered (the git on this machine agrees).
+    assert!(found >= 3 && found < cases.len(), "{found} found");
+}
+
 #[test]
 fn a_reftable_repository_is_refused_clearly() {
     let sb = Sandbox::new();

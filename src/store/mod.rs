@@ -149,15 +149,24 @@ pub struct Store {
 
 impl Store {
     /// Opens the repository containing `start`: a main worktree, a linked
-    /// worktree or a bare repository. `GIT_DIR` is honoured like git does.
+    /// worktree or a bare repository. `GIT_DIR` and
+    /// `GIT_CEILING_DIRECTORIES` are honoured like git does (see
+    /// [`ceiling_above`]).
     pub fn discover(start: &Path) -> Result<Self, StoreError> {
         let mut trust = gix::sec::trust::Mapping::<gix::open::Options>::default();
         trust.full = trust.full.config_overrides(OVERRIDES);
         trust.reduced = trust.reduced.config_overrides(OVERRIDES);
+        let options = gix::discover::upwards::Options {
+            // gix refuses to search at all when no ceiling is above
+            // `start`; git ignores such ceilings.
+            match_ceiling_dir_or_error: false,
+            ..Default::default()
+        };
+        let not_found = || StoreError::NotARepository {
+            path: start.to_owned(),
+        };
         let ts = match gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
-            start,
-            Default::default(),
-            trust,
+            start, options, trust,
         ) {
             Ok(r) => r,
             Err(e) => {
@@ -167,12 +176,23 @@ impl Store {
                         path: start.to_owned(),
                     });
                 }
-                return Err(StoreError::NotARepository {
-                    path: start.to_owned(),
-                });
+                return Err(not_found());
             }
         };
-        Self::from_repo(ts.to_thread_local())
+        let repo = ts.to_thread_local();
+        // gix searches the ceiling folder itself too; git stops below it.
+        if std::env::var_os("GIT_DIR").is_none()
+            && let Some(value) = std::env::var_os("GIT_CEILING_DIRECTORIES")
+            && let Ok(physical) = start.canonicalize()
+            && let Some(ceiling) = ceiling_above(&physical, &value)
+        {
+            let found = repo.workdir().unwrap_or_else(|| repo.git_dir());
+            let found = found.canonicalize().unwrap_or_else(|_| found.to_owned());
+            if !(found.starts_with(&ceiling) && found != ceiling) {
+                return Err(not_found());
+            }
+        }
+        Self::from_repo(repo)
     }
 
     /// Opens exactly the repository at `path` (a `.git` dir, a bare repo or a
@@ -313,6 +333,43 @@ impl Store {
         self.workdir = workdir;
         Ok(())
     }
+}
+
+/// The ceiling of a repository search from `start` (absolute, free of
+/// symlinks, as git's `getcwd` gives it) under git's rule for
+/// `GIT_CEILING_DIRECTORIES` (`value`): of the absolute entries, the
+/// longest that is a folder above `start` (not `start` itself); entries
+/// are resolved to their real path, except those after an empty entry,
+/// which are taken as written (and one that cannot be resolved is
+/// dropped). The search then looks only in folders below the ceiling.
+/// `None` when no entry is above `start`: git then ignores the variable.
+fn ceiling_above(start: &Path, value: &std::ffi::OsStr) -> Option<PathBuf> {
+    let mut resolve = true;
+    let mut best: Option<PathBuf> = None;
+    for entry in std::env::split_paths(value) {
+        if entry.as_os_str().is_empty() {
+            resolve = false;
+            continue;
+        }
+        if !entry.is_absolute() {
+            continue;
+        }
+        let entry = if resolve {
+            match entry.canonicalize() {
+                Ok(real) => real,
+                Err(_) => continue,
+            }
+        } else {
+            entry.components().collect()
+        };
+        let longer = best
+            .as_ref()
+            .is_none_or(|b| entry.components().count() > b.components().count());
+        if start != entry && start.starts_with(&entry) && longer {
+            best = Some(entry);
+        }
+    }
+    best
 }
 
 /// Fails with a clear message if `err` came from a ref lock left behind.
