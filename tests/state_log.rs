@@ -819,3 +819,119 @@ fn repository_settings_with_newlines_are_read_whole() {
         ["first\nsecond", ""]
     );
 }
+
+/// A record of `writer` at `seq` with `clock`, as bytes: a debug marker
+/// whose label is `label`.
+fn record_bytes(writer: &str, seq: u64, clock: u64, label: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "version": 1, "writer": writer, "seq": seq, "clock": clock,
+        "time_ms": 1_767_225_600_000_i64, "type": "debug_marker", "label": label, "n": seq,
+    }))
+    .expect("json")
+}
+
+/// Writes `records` (the bytes of each, seqs from 1) as one commit of a
+/// new log at `reference`, with plain git but in every way as git-orch
+/// writes one (its committer, trailers, paths): what a hostile clone can
+/// make and send. Returns the commit.
+fn forge_log(sb: &Sandbox, repo: &Path, reference: &str, records: &[Vec<u8>]) -> String {
+    let writer = reference.rsplit('/').next().expect("writer");
+    let index = sb.path().join("forge-log.index");
+    let _ = std::fs::remove_file(&index);
+    let git_with = |args: &[&str]| {
+        let out = sb
+            .command("git", repo)
+            .env("GIT_INDEX_FILE", &index)
+            .env("GIT_COMMITTER_NAME", "git-orch")
+            .env("GIT_COMMITTER_EMAIL", "git-orch@localhost")
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let mut last: Option<serde_json::Value> = None;
+    for (i, bytes) in records.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let file = sb.path().join("forged-record.json");
+        std::fs::write(&file, bytes).expect("write");
+        let blob = sb.git(repo, &["hash-object", "-w", &file.to_string_lossy()]);
+        let path = format!(
+            "ev/{:02x}/{:02x}/{seq:010}-{}.json",
+            seq >> 16,
+            (seq >> 8) & 0xff,
+            &blob[..8]
+        );
+        git_with(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},{path}"),
+        ]);
+        last = serde_json::from_slice(bytes).ok();
+    }
+    let tree = git_with(&["write-tree"]);
+    let clock = last.as_ref().and_then(|r| r["clock"].as_u64()).unwrap_or(1);
+    let message = format!(
+        "forged\n\nOrch-Writer: {writer}\nOrch-Seq: {}\nOrch-Clock: {clock}\nOrch-Events: {}\nOrch-Type: debug_marker\nOrch-Format: 1\n",
+        records.len(),
+        records.len()
+    );
+    let commit = git_with(&["commit-tree", &tree, "-m", &message]);
+    sb.git(repo, &["update-ref", reference, &commit, ""]);
+    commit
+}
+
+/// Another clone's log whose clock is `u64::MAX` (the largest a record can
+/// say): appends here neither wrap the clock (a debug build would panic on
+/// the overflow) nor sort before it; readers and fsck report the record by
+/// ref, seq and path, and skip it.
+#[test]
+fn a_foreign_clock_at_u64_max_neither_wraps_nor_reorders_the_log() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--label", "before", "--count", "2"],
+    );
+    let hostile = "refs/orch/log/f0f0f0f0f0f0";
+    forge_log(
+        &sb,
+        &repo,
+        hostile,
+        &[record_bytes("f0f0f0f0f0f0", 1, u64::MAX, "forged")],
+    );
+    let out = sb.orch(
+        &repo,
+        &["debug", "append", "--label", "after", "--count", "2"],
+    );
+    assert!(out.status.success(), "append failed: {}", stderr(&out));
+    let out = sb.orch(&repo, &["log", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains(hostile) && text.contains("seq 1") && text.contains("clock"),
+        "{text}"
+    );
+    let events = json_lines(&stdout(&out));
+    let labels: Vec<&str> = events
+        .iter()
+        .map(|e| e["label"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(labels, ["before", "before", "after", "after"], "{events:?}");
+    let clocks: Vec<u64> = events
+        .iter()
+        .map(|e| e["clock"].as_u64().expect("clock"))
+        .collect();
+    assert!(clocks.windows(2).all(|w| w[0] < w[1]), "{clocks:?}");
+    assert!(clocks.iter().all(|c| *c < 1 << 53), "{clocks:?}");
+    // The newest entries of each log, read alone, say the same.
+    let out = sb.orch(&repo, &["log", "--limit", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let tail = json_lines(&stdout(&out));
+    assert!(tail.iter().all(|e| e["label"] == "after"), "{tail:?}");
+    // fsck names the record and fails.
+    let out = sb.orch(&repo, &["fsck"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stdout(&out).contains("f0f0f0f0f0f0"), "{}", stdout(&out));
+}

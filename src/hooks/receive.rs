@@ -32,7 +32,7 @@
 
 use std::collections::HashSet;
 
-use crate::event::Record;
+use crate::event::{MAX_CLOCK, Record};
 use crate::ids::{PlanId, RunId, TaskId, WriterId};
 use crate::store::log::{LOG_PREFIX, event_path, parse_trailers};
 use crate::store::refs::{ORCH_PREFIX, REMOTES_PREFIX};
@@ -313,10 +313,15 @@ fn check_log(
     for line in listed.lines() {
         let commit = store.parse_oid(line.trim())?;
         let info = store.commit_info(commit)?;
-        if parse_trailers(&info.message).is_none() {
-            problems.push(format!(
+        match parse_trailers(&info.message) {
+            None => problems.push(format!(
                 "log commit {commit} has no Orch-Seq/Orch-Clock trailers: git-orch did not write it"
-            ));
+            )),
+            Some(pos) if pos.clock > MAX_CLOCK => problems.push(format!(
+                "log commit {commit} carries clock {}, above the ceiling {MAX_CLOCK} no log reaches",
+                pos.clock
+            )),
+            Some(_) => {}
         }
         let bases: Vec<Oid> = if info.parents.is_empty() {
             vec![store.empty_tree_id()]
@@ -374,6 +379,12 @@ fn check_event(
         Ok(r) => r,
         Err(why) => return Ok(Some(why)),
     };
+    if record.clock > MAX_CLOCK {
+        return Ok(Some(format!(
+            "has clock {}, above the ceiling {MAX_CLOCK} no log reaches",
+            record.clock
+        )));
+    }
     if record.writer.as_str() != writer {
         return Ok(Some(format!(
             "claims writer {} but sits in the log of {writer}",
