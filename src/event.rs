@@ -28,6 +28,14 @@ pub const FORMAT_VERSION: u32 = 1;
 /// first.
 pub const MAX_CLOCK: u64 = (1 << 53) - 1;
 
+/// The largest event record, in bytes (1 MiB), that anything of git-orch
+/// takes in: the server hook refuses a push holding a larger one, `sync`
+/// refuses to take in a log that gained one, and every reader of the log
+/// skips and reports one, judging by the object's header before reading
+/// it. git-orch writes records of a few KiB (output tails are bounded);
+/// anything near this is not an event but a file smuggled into the log.
+pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+
 /// The clock an append continues from: the writer's own last clock
 /// `own`, raised to every clock of other logs it has seen (`seen`) that is
 /// not above [`MAX_CLOCK`] (one above it is forged or corrupt, and taking

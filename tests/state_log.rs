@@ -935,3 +935,166 @@ fn a_foreign_clock_at_u64_max_neither_wraps_nor_reorders_the_log() {
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stdout(&out).contains("f0f0f0f0f0f0"), "{}", stdout(&out));
 }
+
+/// The size limit of one event record (the server hook's, 1 MiB).
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// A record of `writer` at `seq` just over the size limit, its label made
+/// of hex digits that do not compress (so its loose object is as large).
+fn oversized_record(writer: &str, seq: u64) -> Vec<u8> {
+    let mut label = String::with_capacity(MAX_EVENT_BYTES + 64);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while label.len() <= MAX_EVENT_BYTES {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        label.push_str(&format!("{x:016x}"));
+    }
+    let bytes = record_bytes(writer, seq, seq, &label);
+    assert!(bytes.len() > MAX_EVENT_BYTES);
+    bytes
+}
+
+/// The loose object file of `id` in `repo`.
+fn loose_object(repo: &Path, id: &str) -> std::path::PathBuf {
+    repo.join(".git/objects").join(&id[..2]).join(&id[2..])
+}
+
+/// An event over the size limit in a log of this clone: every reader
+/// (`log`, `log --limit`, the state index) skips it and says why from the
+/// object's header alone (its loose object is cut short here, so reading
+/// it whole would fail differently), and fsck reports it.
+#[test]
+fn an_event_over_the_size_limit_is_skipped_unread_and_reported_by_fsck() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--label", "own", "--count", "2"],
+    );
+    let writer = "f1f1f1f1f1f1";
+    let reference = format!("refs/orch/log/{writer}");
+    let big = oversized_record(writer, 2);
+    let commit = forge_log(
+        &sb,
+        &repo,
+        &reference,
+        &[record_bytes(writer, 1, 1, "small"), big.clone()],
+    );
+    let listing = sb.git(&repo, &["ls-tree", "-r", &commit]);
+    let blob = listing
+        .lines()
+        .find(|l| l.contains("/0000000002-"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .expect("seq 2")
+        .to_owned();
+    // Cut the object short: its header stays readable, its content not.
+    let file = loose_object(&repo, &blob);
+    let whole = std::fs::read(&file).expect("loose object");
+    assert!(whole.len() > MAX_EVENT_BYTES / 2, "{}", whole.len());
+    let mut perms = std::fs::metadata(&file).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+    std::fs::set_permissions(&file, perms).expect("chmod");
+    std::fs::write(&file, &whole[..4096]).expect("truncate");
+
+    for args in [&["log", "--json"][..], &["log", "--limit", "5", "--json"]] {
+        let out = sb.orch(&repo, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains(&reference) && text.contains("seq 2"),
+            "{args:?}: {text}"
+        );
+        assert!(
+            text.contains("at most 1048576 bytes") && !text.contains("cannot be read"),
+            "{args:?}: {text}"
+        );
+        let labels: Vec<String> = json_lines(&stdout(&out))
+            .iter()
+            .map(|e| e["label"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert!(labels.contains(&"small".to_owned()), "{labels:?}");
+        assert!(labels.iter().all(|l| l.len() < 100), "{args:?}");
+    }
+    // The state index reads through the same reader.
+    let _ = sb.orch(&repo, &["status"]);
+    let index = std::fs::read_to_string(repo.join(".git/orch/state/index.json")).expect("index");
+    assert!(
+        index.contains("at most 1048576 bytes") && !index.contains("cannot be read"),
+        "{index}"
+    );
+    let out = sb.orch(&repo, &["fsck", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+    let found = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .any(|f| {
+            f["check"] == "log"
+                && f["subject"] == format!("{writer}:2").as_str()
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("at most 1048576 bytes"))
+        });
+    assert!(found, "{report:#}");
+    // Whole again, for the end-of-test `git fsck`.
+    std::fs::remove_file(&file).expect("rm");
+    std::fs::write(&file, &whole).expect("restore");
+}
+
+/// `sync` never takes in a remote log whose new events exceed the size
+/// limit: it says which writer's log and why, writes nothing for it (not
+/// even the tracking copy), takes in everything else, and still pushes
+/// this clone's own log.
+#[test]
+fn sync_refuses_a_remote_log_with_an_event_over_the_size_limit() {
+    let sb = Sandbox::new();
+    let (remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(&a, &["debug", "append", "--label", "a", "--count", "2"]);
+    sb.orch_ok(&a, &["sync"]);
+    let writer = "f2f2f2f2f2f2";
+    let reference = format!("refs/orch/log/{writer}");
+    forge_log(
+        &sb,
+        &a,
+        &reference,
+        &[
+            record_bytes(writer, 1, 1, "small"),
+            oversized_record(writer, 2),
+        ],
+    );
+    sb.git(&a, &["push", "-q", "origin", &reference]);
+    let tracking = format!("refs/orch-remotes/origin/log/{writer}");
+    for round in 0..2 {
+        sb.orch_ok(&b, &["debug", "append", "--label", "b"]);
+        let out = sb.orch(&b, &["sync"]);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        let text = stderr(&out);
+        assert!(
+            text.contains(writer) && text.contains("1048576"),
+            "round {round}: {text}"
+        );
+        for r in [&reference, &tracking] {
+            let shown = sb.git_output(&b, &["rev-parse", "--verify", "-q", r]);
+            assert!(!shown.status.success(), "round {round}: {r} was written");
+        }
+        // Everything else came in, and b's own log went out.
+        let labels: Vec<String> = log_json(&sb, &b)
+            .iter()
+            .map(|e| e["label"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(labels.iter().filter(|l| *l == "a").count(), 2, "{labels:?}");
+        let own = format!("refs/orch/log/{}", sb.git(&b, &["config", "orch.writerId"]));
+        assert_eq!(
+            sb.git(&remote, &["rev-parse", &own]),
+            sb.git(&b, &["rev-parse", &own]),
+            "round {round}"
+        );
+    }
+}

@@ -44,10 +44,9 @@ use super::{
     Decision, HookError, MAX_LISTED, Refusal, first_parent_commits, parse_hook_oid, verify_updates,
 };
 
-/// The largest event record the server accepts, in bytes (1 MiB). git-orch
-/// writes records of a few KiB (output tails are bounded); anything near
-/// this is not an event but a file smuggled into the log.
-pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+/// The largest event record the server accepts: the one limit every
+/// reader of the log applies (see [`crate::event::MAX_EVENT_BYTES`]).
+pub use crate::event::MAX_EVENT_BYTES;
 
 /// One line of `pre-receive` input.
 #[derive(Debug, Clone, PartialEq, Eq)]

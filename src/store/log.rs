@@ -21,7 +21,7 @@ use super::lock::{LOG_LOCK, MAX_TRIES, backoff};
 use super::refs::{Applied, Expected, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
 use crate::clock::now_ms;
-use crate::event::{Event, FORMAT_VERSION, MAX_CLOCK, Record};
+use crate::event::{Event, FORMAT_VERSION, MAX_CLOCK, MAX_EVENT_BYTES, Record};
 use crate::ids::WriterId;
 
 /// Where each clone's log ref lives.
@@ -877,6 +877,16 @@ fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Rec
         return Err(format!(
             "blob {id} sits at {} whose name does not name it (the log was rewritten by something other than git-orch)",
             found.path
+        ));
+    }
+    // Sized from its header first: a huge blob is never read.
+    let size = repo
+        .find_header(id)
+        .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?
+        .size();
+    if size > MAX_EVENT_BYTES {
+        return Err(format!(
+            "blob {id} is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes"
         ));
     }
     let blob = repo
