@@ -1098,3 +1098,118 @@ fn sync_refuses_a_remote_log_with_an_event_over_the_size_limit() {
         );
     }
 }
+
+/// `args` run twice: with the state cache as it is, then with none (the
+/// one full read): both must succeed and print the same.
+fn same_as_without_cache(sb: &Sandbox, repo: &Path, args: &[&str]) -> String {
+    let cached = sb.orch(repo, args);
+    assert!(
+        cached.status.success(),
+        "{args:?} with the cache failed: {}",
+        stderr(&cached)
+    );
+    std::fs::remove_dir_all(repo.join(".git/orch/state")).expect("rm state");
+    let fresh = sb.orch_ok(repo, args);
+    // Times since a running task started are the only difference allowed.
+    let timeless = |text: &str| -> Vec<serde_json::Value> {
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("elapsed_ms");
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut values = json_lines(text);
+        values.iter_mut().for_each(strip);
+        values
+    };
+    assert_eq!(
+        timeless(&stdout(&cached)),
+        timeless(&fresh),
+        "{args:?}: the cache is stale"
+    );
+    fresh
+}
+
+/// A writer's log ref set back by hand (backward, sideways, and to a
+/// commit while the one the cache was built from is gone from the
+/// object database): every command still works and shows the log as it
+/// is now, exactly as without the cache.
+#[test]
+fn the_state_cache_follows_a_log_ref_moved_back_or_sideways_by_hand() {
+    let mut sb = Sandbox::new();
+    let p = common::project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let writer = sb.git(repo, &["config", "orch.writerId"]);
+    let log_ref = format!("refs/orch/log/{writer}");
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    let reads: [&[&str]; 3] = [
+        &["status", "--json"],
+        &["status", &run, "--json"],
+        &["log", "--run", &run, "--json"],
+    ];
+    let tip = sb.git(repo, &["rev-parse", &log_ref]);
+    // Backward: the run's last events are gone.
+    sb.orch_ok(repo, &["status"]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~3"), &tip]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // Sideways: new commits on an older one, the cache at the newer.
+    sb.orch_ok(repo, &["status"]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~6")]);
+    sb.orch_ok(repo, &["debug", "append", "--label", "sideways"]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // The cached tip's objects lost: set back, pruned, then appended to.
+    sb.orch_ok(repo, &["status"]);
+    let cached = sb.git(repo, &["rev-parse", &log_ref]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~8")]);
+    sb.git(
+        repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
+    let gone = sb.git_output(repo, &["cat-file", "-e", &cached]);
+    assert!(!gone.status.success(), "{cached} is still there");
+    sb.orch_ok(repo, &["debug", "append", "--label", "after-loss"]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // And with the reset ref pointing where the cache's tip was lost.
+    sb.orch_ok(repo, &["status"]);
+    let cached = sb.git(repo, &["rev-parse", &log_ref]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{cached}~1")]);
+    sb.git(
+        repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+}

@@ -24,7 +24,8 @@
 //! theirs.
 //! The cache is never the truth: it is keyed by the tips it was built
 //! from, a ref that moved anywhere but forward (entries removed or
-//! replaced) or disappeared makes it rebuild from the log, and deleting the
+//! replaced), disappeared, or whose folded tip cannot be read any more
+//! (pruned after a reset) makes it rebuild from the log, and deleting the
 //! folder only costs one full read.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -330,7 +331,15 @@ impl StateIndex {
                 if old == Some(*tip) {
                     continue;
                 }
-                let changes = store.log_changes(name, old, *tip)?;
+                // A tip folded before that cannot be read any more (the ref
+                // was set back and `git gc` pruned it, or objects were lost
+                // and the ref repaired) cannot be compared with: like a ref
+                // moved other than forward, start over from every ref as it
+                // is, which never needs the old tips.
+                let Ok(changes) = store.log_changes(name, old, *tip) else {
+                    rebuild = true;
+                    break;
+                };
                 if !changes.lost.is_empty() {
                     // Not append-only: start over from every ref as it is.
                     rebuild = true;
@@ -338,7 +347,10 @@ impl StateIndex {
                 }
                 // What commits git-orch did not write add is not folded:
                 // it may be a forgery made with plain git.
-                let forged = store.check_log_commits(name, old, *tip)?;
+                let Ok(forged) = store.check_log_commits(name, old, *tip) else {
+                    rebuild = true;
+                    break;
+                };
                 let trusted = trusted_below(&forged);
                 added.extend(
                     changes
@@ -373,7 +385,19 @@ impl StateIndex {
         // Logs with commits git-orch did not write are not folded (see
         // `refresh`).
         for (name, tip) in &tips {
-            let forged = store.check_log_commits(name, None, *tip)?;
+            // A log whose commits cannot all be read is not trusted at all
+            // (`read_log` reported what it could not read); the others
+            // still count.
+            let forged = store
+                .check_log_commits(name, None, *tip)
+                .unwrap_or_else(|e| {
+                    vec![Problem {
+                        reference: name.clone(),
+                        seq: None,
+                        path: tip.to_string(),
+                        reason: format!("its commits cannot all be read: {e}"),
+                    }]
+                });
             let trusted = trusted_below(&forged);
             view.entries
                 .retain(|e| e.reference != *name || e.record.seq < trusted);
