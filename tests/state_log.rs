@@ -1213,3 +1213,163 @@ fn the_state_cache_follows_a_log_ref_moved_back_or_sideways_by_hand() {
         same_as_without_cache(&sb, repo, args);
     }
 }
+
+/// The files of the state cache (`.git/orch/state/<sub>`), by name.
+fn cache_files(repo: &Path, sub: &str) -> BTreeSet<String> {
+    std::fs::read_dir(repo.join(".git/orch/state").join(sub))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Time passes for the state cache: every file in it is made an hour old.
+fn age_cache(repo: &Path) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for sub in ["runs", "catalog"] {
+        for name in cache_files(repo, sub) {
+            let path = repo.join(".git/orch/state").join(sub).join(name);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(then))
+                .expect("age a cache file");
+        }
+    }
+}
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = e.metadata().expect("metadata");
+        total += if meta.is_dir() {
+            bytes_under(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// A long run and many saves after it leave the state cache holding what
+/// its index names and nothing else once the grace for readers of older
+/// indexes has passed: one file per run, the named catalog shards. fsck
+/// reports its size.
+#[test]
+fn a_long_run_leaves_the_state_cache_holding_only_what_its_index_names() {
+    let mut sb = Sandbox::new();
+    let tasks: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let specs: Vec<(&str, &[&str], &str)> = tasks
+        .iter()
+        .map(|t| (t.as_str(), &[][..], "true"))
+        .collect();
+    let p = common::project(&mut sb, &specs, None);
+    for t in &tasks {
+        p.script(t, &format!("write src/{t}/done yes\n"));
+    }
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    // Many saves, each of a changed run.
+    for t in tasks.iter().take(8) {
+        sb.orch_ok(repo, &["skip", t, "--run", &run]);
+        sb.orch_ok(repo, &["status", &run]);
+    }
+    // The grace for readers of older indexes passes; the next save (of
+    // an event of no run) cleans up.
+    age_cache(repo);
+    sb.orch_ok(repo, &["debug", "append"]);
+    sb.orch_ok(repo, &["status", &run]);
+    let runs = cache_files(repo, "runs");
+    assert_eq!(runs.len(), 1, "one run, one run file: {runs:?}");
+    let index: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(repo.join(".git/orch/state/index.json")).expect("index"),
+    )
+    .expect("index json");
+    let named: BTreeSet<String> = index["shards"]
+        .as_object()
+        .expect("shards")
+        .values()
+        .map(|v| v.as_str().expect("name").to_owned())
+        .collect();
+    assert_eq!(cache_files(repo, "catalog"), named);
+    // fsck says how large the cache is, in words and in JSON.
+    let bytes = bytes_under(&repo.join(".git/orch/state"));
+    let out = sb.orch(repo, &["fsck", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+    let cache = &report["checked"]["state_cache"];
+    assert_eq!(cache["runs"], 1, "{report:#}");
+    // fsck itself may save nothing; the size is what it saw.
+    assert_eq!(cache["bytes"].as_u64(), Some(bytes), "{report:#}");
+    let out = sb.orch(repo, &["fsck"]);
+    assert!(stderr(&out).contains("state cache"), "{}", stderr(&out));
+}
+
+/// A reader that loaded the cache's index just before a cleanup removed
+/// the files it names reads the state as it is, not an error: it reads the
+/// newest index again.
+#[test]
+fn a_reader_whose_cache_files_were_cleaned_up_meanwhile_reads_correct_state() {
+    let mut sb = Sandbox::new();
+    let p = common::project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    sb.orch_ok(repo, &["status", &run]);
+    let named_then = cache_files(repo, "runs");
+    // A reader stops right after loading the index.
+    let marker = sb.path().join("failpoint");
+    let reader = sb
+        .command("git", repo)
+        .args(["orch", "status", &run, "--json"])
+        .env("ORCH_FAILPOINTS", "state.index-read=wait@1")
+        .env("ORCH_FAILPOINT_FILE", &marker)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("reader");
+    common::wait_until(
+        "the reader to load the index",
+        Duration::from_secs(30),
+        || marker.exists(),
+    );
+    // Meanwhile the run changes twice, and the grace passes between.
+    sb.orch_ok(repo, &["retry", "a", "--run", &run]);
+    sb.orch_ok(repo, &["status", &run]);
+    age_cache(repo);
+    sb.orch_ok(repo, &["skip", "b", "--run", &run]);
+    sb.orch_ok(repo, &["status", &run]);
+    let now = cache_files(repo, "runs");
+    assert!(
+        named_then.is_disjoint(&now),
+        "the reader's files were not cleaned up: {named_then:?} {now:?}"
+    );
+    std::fs::remove_file(&marker).expect("release the reader");
+    let out = reader.wait_with_output().expect("reader");
+    assert!(out.status.success(), "the reader failed: {}", stderr(&out));
+    let read = stdout(&out);
+    assert!(read.contains("\"state\":\"open\""), "{read}");
+    // What it printed is the state as it is now.
+    std::fs::remove_dir_all(repo.join(".git/orch/state")).expect("rm");
+    let fresh = sb.orch_ok(repo, &["status", &run, "--json"]);
+    let without_times = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+        for t in v["tasks"].as_array_mut().expect("tasks") {
+            t.as_object_mut().expect("task").remove("elapsed_ms");
+        }
+        v
+    };
+    assert_eq!(without_times(&read), without_times(&fresh));
+}

@@ -143,8 +143,8 @@ pub struct Store {
     /// Proposed ref values read in place of the real ones (see [`view`]).
     overlay: std::collections::BTreeMap<String, Option<Oid>>,
     /// The folder holding the alternates of a quarantine view; removed
-    /// when the store is dropped (see [`view`]).
-    object_view: Option<tempfile::TempDir>,
+    /// when the last handle of the view is dropped (see [`view`]).
+    object_view: Option<std::sync::Arc<tempfile::TempDir>>,
 }
 
 impl Store {
@@ -322,6 +322,28 @@ impl Store {
                 .clone()
                 .unwrap_or_else(|| self.common_dir.clone()),
         )
+    }
+
+    /// Another handle of this repository, seeing exactly what this one
+    /// sees (a view included): for a reader that outlives the borrow of
+    /// the store it was opened with (the state index, which reads the log
+    /// again when a cache file it needs is gone). The object database is
+    /// shared; caches are not.
+    pub fn handle(&self) -> Store {
+        let writer = std::sync::OnceLock::new();
+        if let Some(w) = self.writer.get() {
+            let _ = writer.set(w.clone());
+        }
+        Store {
+            repo: self.repo.clone(),
+            common_dir: self.common_dir.clone(),
+            workdir: self.workdir.clone(),
+            writer,
+            recent_trees: Default::default(),
+            tips: Default::default(),
+            overlay: self.overlay.clone(),
+            object_view: self.object_view.clone(),
+        }
     }
 
     /// Reopens the repository so that configuration written by a `git`
