@@ -146,6 +146,9 @@ pub struct Checked {
     pub attempts: usize,
     pub branches: usize,
     pub worktrees: usize,
+    /// The state cache on disk (`.git/orch/state/`): never read here,
+    /// only measured.
+    pub state_cache: crate::state::CacheSize,
 }
 
 /// The whole report.
@@ -281,6 +284,7 @@ pub fn check(store: &Store) -> Result<Report, FsckError> {
     check_processes(store, &loaded, &mut report);
     check_checkouts(store, &mut report)?;
     check_config(store, &mut report);
+    report.checked.state_cache = crate::state::cache_size(store);
     report
         .findings
         .sort_by(|a, b| (b.fails(), a.check, &a.subject).cmp(&(a.fails(), b.check, &b.subject)));

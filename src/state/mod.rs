@@ -13,7 +13,7 @@
 
 pub mod index;
 
-pub use index::{RunBrief, SharedIndex, StateIndex};
+pub use index::{CacheSize, RunBrief, SharedIndex, StateIndex, cache_size};
 
 use std::collections::BTreeMap;
 
