@@ -161,8 +161,13 @@ impl Queue {
         format!("refs/heads/{}", self.target)
     }
 
-    /// Attempts waiting to land, in the plan's topological order then by
-    /// the time they passed; only those whose dependencies have landed.
+    /// Attempts waiting to land, in the plan's topological order; only
+    /// those whose dependencies have landed. With `orch.landingOrder =
+    /// plan` (the default) only those that no task before them in that
+    /// order can still come before: a task that has not ended (pending,
+    /// running, retrying, or passed but not landable yet) holds back every
+    /// task after it, so two runs of one plan land in the same order
+    /// whatever order their agents finished in.
     pub fn waiting(&self, run: &RunState) -> Vec<(Entry, i64)> {
         let plan = &self.revision.plan;
         let status = |id: &TaskId| {
@@ -173,18 +178,40 @@ impl Queue {
                 .map(|t| t.status(retries))
                 .unwrap_or(TaskStatus::Pending)
         };
+        let in_order = self.settings.landing_in_plan_order;
+        // Tasks that can never run: a dependency failed or was cancelled.
+        let mut blocked: BTreeSet<TaskId> = BTreeSet::new();
         let mut out = Vec::new();
         for id in topo_order(plan) {
-            let Some(t) = run.tasks.get(&id) else {
-                continue;
-            };
-            let Some(last) = t.current() else {
-                continue;
-            };
-            if !last.is_queued() {
+            let sub = plan.subtask(id.as_str()).expect("tasks come from the plan");
+            if sub.depends_on.iter().any(|d| {
+                blocked.contains(d)
+                    || matches!(status(d), TaskStatus::Failed | TaskStatus::Cancelled)
+            }) {
+                blocked.insert(id.clone());
+            }
+            let settled = blocked.contains(&id)
+                || matches!(
+                    status(&id),
+                    TaskStatus::Done
+                        | TaskStatus::Failed
+                        | TaskStatus::Skipped
+                        | TaskStatus::Cancelled
+                );
+            if settled {
                 continue;
             }
-            let sub = plan.subtask(id.as_str()).expect("tasks come from the plan");
+            let queued = run
+                .tasks
+                .get(&id)
+                .and_then(|t| t.current())
+                .filter(|last| last.is_queued());
+            let Some(last) = queued else {
+                if in_order {
+                    break; // it has not ended: nothing after it lands first
+                }
+                continue;
+            };
             let deps_landed = sub
                 .depends_on
                 .iter()
@@ -196,6 +223,9 @@ impl Queue {
             let Ok(result) = Oid::from_hex(result.commit.as_bytes()) else {
                 continue;
             };
+            if !deps_landed && in_order {
+                break;
+            }
             if deps_landed {
                 out.push((
                     Entry {
@@ -209,7 +239,6 @@ impl Queue {
                 ));
             }
         }
-        // Stable: topological order first, then pass time within equals.
         out
     }
 
@@ -290,6 +319,9 @@ impl Queue {
                         {
                             held.push((e.label(), branch, paths))
                         }
+                        // In plan order, nothing lands past one that waits
+                        // for a person.
+                        _ if this.settings.landing_in_plan_order && !held.is_empty() => {}
                         _ => ready.push(e),
                     }
                 }
@@ -1003,18 +1035,17 @@ impl Queue {
         let landed = landed.to_vec();
         let _ = blocking(&self.common_dir, move |store| {
             for (e, tip, _) in &landed {
-                let note = format!(
-                    "git-orch landed {}/{}/attempt-{} on {}\nplan: {} revision {} ({})\nstrategy: {}\n",
-                    this.run,
-                    e.task.id,
-                    e.attempt,
-                    this.target,
-                    this.revision.plan.id,
-                    this.revision.revision,
-                    this.revision.hash,
-                    this.strategy.as_str()
-                );
-                let _ = crate::run::notes::add_record(store, *tip, &note);
+                let note = crate::run::notes::TaskLanding {
+                    run: this.run.as_str(),
+                    task: e.task.id.as_str(),
+                    attempt: e.attempt,
+                    target: &this.target,
+                    plan_id: this.revision.plan.id.as_str(),
+                    revision: this.revision.revision,
+                    plan_hash: &this.revision.hash,
+                    strategy: this.strategy.as_str(),
+                };
+                let _ = crate::run::notes::add_record(store, *tip, &note.record());
             }
             Ok(())
         })
