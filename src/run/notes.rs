@@ -10,6 +10,69 @@
 
 use crate::store::{Oid, Store, StoreError};
 
+/// A task's landing, as the record on the commit it landed.
+pub struct TaskLanding<'a> {
+    pub run: &'a str,
+    pub task: &'a str,
+    pub attempt: u32,
+    pub target: &'a str,
+    pub plan_id: &'a str,
+    pub revision: u32,
+    pub plan_hash: &'a str,
+    pub strategy: &'a str,
+}
+
+impl TaskLanding<'_> {
+    /// The record's name: what [`has_record`] looks for.
+    pub fn name(&self) -> String {
+        format!(
+            "git-orch landed {}/{}/attempt-{} on {}",
+            self.run, self.task, self.attempt, self.target
+        )
+    }
+
+    pub fn record(&self) -> String {
+        format!(
+            "{}\nplan: {} revision {} ({})\nstrategy: {}\n",
+            self.name(),
+            self.plan_id,
+            self.revision,
+            self.plan_hash,
+            self.strategy
+        )
+    }
+}
+
+/// A person's branch landed by `git orch land`, as the record on the
+/// commit it landed.
+pub struct BranchLanding<'a> {
+    pub branch: &'a str,
+    pub commit: &'a str,
+    pub target: &'a str,
+    pub approver: &'a str,
+    pub approval: &'a str,
+    pub strategy: &'a str,
+}
+
+impl BranchLanding<'_> {
+    pub fn name(&self) -> String {
+        format!(
+            "git-orch landed branch {} ({}) on {}",
+            self.branch, self.commit, self.target
+        )
+    }
+
+    pub fn record(&self) -> String {
+        format!(
+            "{}\napproved by {} ({})\nstrategy: {}\n",
+            self.name(),
+            self.approver,
+            self.approval,
+            self.strategy
+        )
+    }
+}
+
 /// Adds `record` to the note of `commit`, replacing a record of the same
 /// name (its first line) and keeping every other.
 pub fn add_record(store: &Store, commit: Oid, record: &str) -> Result<(), StoreError> {
