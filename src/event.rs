@@ -733,6 +733,26 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// `prev`, reused for gate `gate` in `mode` on the same tree and
+    /// command: status `cached`, whether it passed kept, its summary
+    /// prefixed `cached: ` once (a reuse of a reuse says it once).
+    pub fn reused(prev: &Verdict, gate: &str, mode: GateMode) -> Verdict {
+        let summary = if prev.status == GateStatus::Cached {
+            prev.summary.clone()
+        } else {
+            format!("cached: {}", prev.summary)
+        };
+        Verdict {
+            gate: gate.to_owned(),
+            mode,
+            status: GateStatus::Cached,
+            cached_pass: Some(prev.status == GateStatus::Pass || prev.cached_pass == Some(true)),
+            summary,
+            duration_ms: 0,
+            ..prev.clone()
+        }
+    }
+
     /// Whether this verdict stops the attempt.
     pub fn blocks(&self) -> bool {
         self.mode == GateMode::Block
@@ -1267,6 +1287,33 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reused_verdict_says_cached_once_and_keeps_whether_it_passed() {
+        let ran = Verdict {
+            gate: "verify".into(),
+            mode: GateMode::Block,
+            status: GateStatus::Fail,
+            cached_pass: None,
+            command: Some("make test".into()),
+            duration_ms: 1200,
+            summary: "exit 2".into(),
+            tail: String::new(),
+            details: serde_json::Value::Null,
+        };
+        let once = Verdict::reused(&ran, "integration", GateMode::Block);
+        assert_eq!(once.summary, "cached: exit 2");
+        assert_eq!(once.gate, "integration");
+        assert_eq!(
+            (once.status, once.cached_pass, once.duration_ms),
+            (GateStatus::Cached, Some(false), 0)
+        );
+        assert!(once.blocks());
+        let twice = Verdict::reused(&once, "integration", GateMode::Warn);
+        assert_eq!(twice.summary, "cached: exit 2");
+        assert_eq!(twice.cached_pass, Some(false));
+        assert!(!twice.blocks(), "a warning gate never blocks");
+    }
 
     #[test]
     fn record_round_trips_with_flat_type_tag() {
