@@ -169,6 +169,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         new: args.new,
         best_of: args.best_of,
     };
+    if !args.dry_run {
+        // A landing killed between moving the target and moving its
+        // checkout left the checkout at the old tree: finish that first,
+        // or the new run would refuse the landing's own files as the
+        // person's uncommitted changes. What cannot be finished stays for
+        // the refusal (and `git orch fsck`) to name.
+        let _ = crate::merge::checkout::recover(&store);
+    }
     let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
         RunError::UnknownTask { ref plan, ref task } => {
             let (given, plans) = (task.to_string(), [plan.clone()]);
