@@ -137,6 +137,10 @@ pub struct Settings {
     pub merge_strategy: Option<String>,
     /// Speculative batch size of the merge queue (1 = no batching).
     pub merge_batch: usize,
+    /// `orch.landingOrder`: whether passed attempts land strictly in the
+    /// plan's order (`plan`, the default: two runs of a plan give the same
+    /// history) or as soon as they pass (`passed`).
+    pub landing_in_plan_order: bool,
     /// Branches the pre-push hook protects.
     pub protected: Vec<String>,
     /// Reviewer gate must use a different agent than the writer.
@@ -340,6 +344,7 @@ impl Default for Settings {
             require_signed_approvals: false,
             merge_strategy: None,
             merge_batch: 1,
+            landing_in_plan_order: true,
             protected: Vec::new(),
             reviewer_independent: true,
             integration: Vec::new(),
@@ -475,6 +480,19 @@ impl Settings {
             s.merge_strategy = orch.get("mergestrategy").map(str::to_owned);
             if let Some(v) = number::<usize>(orch, "mergebatch")? {
                 s.merge_batch = v.max(1);
+            }
+            if let Some(v) = orch.get("landingorder") {
+                s.landing_in_plan_order = match v.trim().to_ascii_lowercase().as_str() {
+                    "plan" => true,
+                    "passed" => false,
+                    _ => {
+                        return Err(err(
+                            orch,
+                            "landingOrder",
+                            format!("{v:?} is not plan or passed"),
+                        ));
+                    }
+                };
             }
             if let Some(p) = orch.values.get("protect") {
                 s.protected = p.clone();

@@ -18,6 +18,44 @@ use crate::ids::{PlanId, RunId, TaskId, WriterId};
 /// The envelope format this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
 
+/// The largest Lamport clock a record may carry: 2^53 - 1, the
+/// largest integer every JSON reader holds exactly (JavaScript and `jq`
+/// read numbers as doubles), and more than any honest log reaches (a
+/// million events a second for 285 years). A clock above it can only be
+/// forged or corrupt: readers report such a record and skip it, appends
+/// ignore such a clock of another log, and clocks stop growing here
+/// (saturate) rather than ever wrapping to 0, which would sort new events
+/// first.
+pub const MAX_CLOCK: u64 = (1 << 53) - 1;
+
+/// The largest event record, in bytes (1 MiB), that anything of git-orch
+/// takes in: the server hook refuses a push holding a larger one, `sync`
+/// refuses to take in a log that gained one, and every reader of the log
+/// skips and reports one, judging by the object's header before reading
+/// it. git-orch writes records of a few KiB (output tails are bounded);
+/// anything near this is not an event but a file smuggled into the log.
+pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+
+/// The clock an append continues from: the writer's own last clock
+/// `own`, raised to every clock of other logs it has seen (`seen`) that is
+/// not above [`MAX_CLOCK`] (one above it is forged or corrupt, and taking
+/// it over would carry the damage into this log). `None` when `own` itself
+/// is above the ceiling: whatever continued that log would be untrusted.
+pub fn lamport_base(own: u64, seen: impl IntoIterator<Item = u64>) -> Option<u64> {
+    (own <= MAX_CLOCK).then(|| {
+        seen.into_iter()
+            .filter(|c| *c <= MAX_CLOCK)
+            .fold(own, u64::max)
+    })
+}
+
+/// The clock of the `i`-th event (from 1) appended after `base`: one more
+/// each, stopping at [`MAX_CLOCK`] (events at the ceiling still sort by
+/// writer and seq), never wrapping.
+pub fn lamport_next(base: u64, i: u64) -> u64 {
+    base.saturating_add(i).min(MAX_CLOCK)
+}
+
 /// One event as stored in the log: envelope plus payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -695,6 +733,26 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// `prev`, reused for gate `gate` in `mode` on the same tree and
+    /// command: status `cached`, whether it passed kept, its summary
+    /// prefixed `cached: ` once (a reuse of a reuse says it once).
+    pub fn reused(prev: &Verdict, gate: &str, mode: GateMode) -> Verdict {
+        let summary = if prev.status == GateStatus::Cached {
+            prev.summary.clone()
+        } else {
+            format!("cached: {}", prev.summary)
+        };
+        Verdict {
+            gate: gate.to_owned(),
+            mode,
+            status: GateStatus::Cached,
+            cached_pass: Some(prev.status == GateStatus::Pass || prev.cached_pass == Some(true)),
+            summary,
+            duration_ms: 0,
+            ..prev.clone()
+        }
+    }
+
     /// Whether this verdict stops the attempt.
     pub fn blocks(&self) -> bool {
         self.mode == GateMode::Block
@@ -1231,6 +1289,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_reused_verdict_says_cached_once_and_keeps_whether_it_passed() {
+        let ran = Verdict {
+            gate: "verify".into(),
+            mode: GateMode::Block,
+            status: GateStatus::Fail,
+            cached_pass: None,
+            command: Some("make test".into()),
+            duration_ms: 1200,
+            summary: "exit 2".into(),
+            tail: String::new(),
+            details: serde_json::Value::Null,
+        };
+        let once = Verdict::reused(&ran, "integration", GateMode::Block);
+        assert_eq!(once.summary, "cached: exit 2");
+        assert_eq!(once.gate, "integration");
+        assert_eq!(
+            (once.status, once.cached_pass, once.duration_ms),
+            (GateStatus::Cached, Some(false), 0)
+        );
+        assert!(once.blocks());
+        let twice = Verdict::reused(&once, "integration", GateMode::Warn);
+        assert_eq!(twice.summary, "cached: exit 2");
+        assert_eq!(twice.cached_pass, Some(false));
+        assert!(!twice.blocks(), "a warning gate never blocks");
+    }
+
+    #[test]
     fn record_round_trips_with_flat_type_tag() {
         let r = Record {
             version: FORMAT_VERSION,
@@ -1253,5 +1338,21 @@ mod tests {
     fn unknown_type_is_an_error_not_a_guess() {
         let json = r#"{"version":1,"writer":"abc","seq":1,"clock":1,"time_ms":0,"type":"from_the_future"}"#;
         assert!(serde_json::from_str::<Record>(json).is_err());
+    }
+
+    /// Clocks above the ceiling seen in other logs are not taken over, an
+    /// own clock above it refuses, and the next clocks stop at the
+    /// ceiling instead of wrapping.
+    #[test]
+    fn lamport_clocks_stop_at_the_ceiling_and_never_wrap() {
+        assert_eq!(lamport_base(5, [3, 9]), Some(9));
+        assert_eq!(lamport_base(5, [u64::MAX, MAX_CLOCK + 1]), Some(5));
+        assert_eq!(lamport_base(5, [MAX_CLOCK]), Some(MAX_CLOCK));
+        assert_eq!(lamport_base(MAX_CLOCK + 1, [1]), None);
+        assert_eq!(lamport_next(9, 1), 10);
+        assert_eq!(lamport_next(MAX_CLOCK - 1, 1), MAX_CLOCK);
+        assert_eq!(lamport_next(MAX_CLOCK, 3), MAX_CLOCK);
+        assert_eq!(lamport_next(u64::MAX, u64::MAX), MAX_CLOCK);
+        assert_eq!(MAX_CLOCK, 9_007_199_254_740_991);
     }
 }

@@ -79,6 +79,8 @@ pub enum Check {
     Checkouts,
     /// Configuration that does not parse.
     Config,
+    /// A landed commit whose note lost the record of its landing.
+    Notes,
     /// A pin (`refs/orch-pins/<pid>`) its process left when it died.
     Pins,
 }
@@ -98,6 +100,7 @@ impl Check {
             Check::Processes => "processes",
             Check::Checkouts => "checkouts",
             Check::Config => "config",
+            Check::Notes => "notes",
             Check::Pins => "pins",
         }
     }
@@ -153,6 +156,9 @@ pub struct Checked {
     pub attempts: usize,
     pub branches: usize,
     pub worktrees: usize,
+    /// The state cache on disk (`.git/orch/state/`): never read here,
+    /// only measured.
+    pub state_cache: crate::state::CacheSize,
 }
 
 /// The whole report.
@@ -312,7 +318,9 @@ fn check_rest(store: &Store, mut report: Report) -> Result<Report, FsckError> {
     check_processes(store, &loaded, &mut report);
     check_checkouts(store, &mut report)?;
     check_config(store, &mut report);
+    check_notes(store, &loaded, &mut report)?;
     check_pins(store, &mut report)?;
+    report.checked.state_cache = crate::state::cache_size(store);
     report
         .findings
         .sort_by(|a, b| (b.fails(), a.check, &a.subject).cmp(&(a.fails(), b.check, &b.subject)));
@@ -703,6 +711,126 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
                 format!("`git orch verify <first>..{short}` lists them all"),
             );
         }
+    }
+    Ok(())
+}
+
+/// A landing's record, due on the note of the commit it landed.
+struct DueRecord {
+    commit: Oid,
+    /// The record's name (its first line).
+    name: String,
+    record: String,
+}
+
+/// The records landings put on the notes of the commits they landed
+/// (`refs/notes/orch`), for every landing not voided whose commit this
+/// clone has. Notes are derived: a lost write, a note replaced by hand or
+/// by an older git-orch loses one, and nothing else would notice.
+fn due_records(store: &Store, loaded: &Loaded) -> Vec<DueRecord> {
+    let mut approvers: HashMap<&str, &str> = HashMap::new();
+    for e in loaded.entries() {
+        if let Event::BranchApproved {
+            approval, approver, ..
+        } = &e.record.event
+        {
+            approvers.insert(approval.as_str(), approver.as_str());
+        }
+    }
+    let mut due = Vec::new();
+    for e in loaded.entries() {
+        let (tip, name, record) = match &e.record.event {
+            Event::Landed {
+                run_id,
+                task,
+                attempt,
+                target,
+                new,
+                strategy,
+                commits,
+                ..
+            } => {
+                let Some(run) = loaded.runs.get(run_id) else {
+                    continue;
+                };
+                let voided = run
+                    .landings
+                    .iter()
+                    .any(|l| l.voided && &l.task == task && l.attempt == *attempt && &l.new == new);
+                if voided {
+                    continue;
+                }
+                let landing = crate::run::notes::TaskLanding {
+                    run: run_id.as_str(),
+                    task: task.as_str(),
+                    attempt: *attempt,
+                    target,
+                    plan_id: run.plan_id.as_str(),
+                    revision: run.revision,
+                    plan_hash: &run.plan_hash,
+                    strategy,
+                };
+                (commits.last(), landing.name(), landing.record())
+            }
+            Event::BranchLanded {
+                branch,
+                commit,
+                approval,
+                target,
+                new,
+                strategy,
+                ..
+            } => {
+                let landing = crate::run::notes::BranchLanding {
+                    branch,
+                    commit,
+                    target,
+                    approver: approvers.get(approval.as_str()).copied().unwrap_or("?"),
+                    approval,
+                    strategy,
+                };
+                (Some(new), landing.name(), landing.record())
+            }
+            _ => continue,
+        };
+        let Some(commit) = tip.and_then(|t| store.parse_oid(t).ok()) else {
+            continue;
+        };
+        if store.has_object(commit) {
+            due.push(DueRecord {
+                commit,
+                name,
+                record,
+            });
+        }
+    }
+    due
+}
+
+/// Landed commits whose note lost the record of their landing.
+fn missing_records(store: &Store, loaded: &Loaded) -> Result<Vec<DueRecord>, FsckError> {
+    let mut missing = Vec::new();
+    for due in due_records(store, loaded) {
+        if !crate::run::notes::has_record(store, due.commit, &due.name)? {
+            missing.push(due);
+        }
+    }
+    Ok(missing)
+}
+
+fn check_notes(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), FsckError> {
+    for due in missing_records(store, loaded)? {
+        let short = due.commit.to_string()[..12].to_owned();
+        report.push(
+            Check::Notes,
+            Severity::Problem,
+            short.clone(),
+            format!(
+                "the note on {short} (refs/notes/orch) lost the record of its landing ({:?})",
+                due.name
+            ),
+            "`git orch fsck --repair` writes it again from the log".to_owned(),
+        );
     }
     Ok(())
 }
@@ -1337,6 +1465,14 @@ pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
         }
     }
     store.keep(&keep, "fsck repair")?;
+    for due in missing_records(store, &loaded)? {
+        crate::run::notes::add_record(store, due.commit, &due.record)?;
+        done.push(format!(
+            "wrote the record {:?} on {} again",
+            due.name,
+            &due.commit.to_string()[..12]
+        ));
+    }
     let before = crate::merge::checkout::pending(store).len();
     let problems = crate::merge::checkout::recover(store)?;
     let after = crate::merge::checkout::pending(store).len();

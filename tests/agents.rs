@@ -142,7 +142,7 @@ fn an_agents_own_error_is_the_cause_in_the_failure_notes_and_the_retry_context()
     let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
     p.script(
         "a.1",
-        "eprint \"fatal: the model refused the request: context too long\"\nexit 1\n",
+        "write src/a/partial half\neprint \"fatal: the model refused the request: context too long\"\nexit 1\n",
     );
     // The retry is told why, and proves it.
     p.script(
@@ -168,8 +168,8 @@ fn an_agents_own_error_is_the_cause_in_the_failure_notes_and_the_retry_context()
         agent["cause"],
         "fatal: the model refused the request: context too long"
     );
-    // The note on attempt 1's result commit says it too. Its branch went
-    // when the run ended; the cleanup recorded the tip it had.
+    // The note on attempt 1's result commit (its partial work) says it too.
+    // Its branch went when the run ended; the cleanup recorded the tip.
     let tip = evs
         .iter()
         .find(|e| e["type"] == "attempt_branch_removed" && e["attempt"] == 1)

@@ -170,6 +170,7 @@ fn mistyped_plan_run_and_task_ids_get_a_did_you_mean() {
         assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
     }
     // Runs: after one exists.
+    common::share(&sb, &p.repo);
     sb.orch_ok(&p.repo, &["run", "proj", "--start-only"]);
     let id = json_lines(&sb.orch_ok(&p.repo, &["log", "--json"]))
         .iter()

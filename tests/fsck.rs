@@ -448,6 +448,61 @@ fn a_lost_keep_ref_is_reported_and_repair_keeps_what_records_point_at() {
 }
 
 #[test]
+fn a_landing_whose_note_lost_its_record_is_reported_and_repair_writes_it_again() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &["a"], "true")], None);
+    p.script("default", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_clean(&sb, &p.repo);
+    // Both landings' records are there; one note is replaced by hand (an
+    // older git-orch, or `git notes add -f`), the other removed.
+    let tip = sb.git(&p.repo, &["rev-parse", "main"]);
+    let before = sb.git(&p.repo, &["rev-parse", "main~1"]);
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &tip]);
+    assert!(
+        note.contains("git-orch landed") && note.contains("/b/attempt-1"),
+        "{note}"
+    );
+    sb.git(
+        &p.repo,
+        &[
+            "notes",
+            "--ref=orch",
+            "add",
+            "-f",
+            "-m",
+            "git-orch attempt x/y/attempt-1",
+            &tip,
+        ],
+    );
+    sb.git(&p.repo, &["notes", "--ref=orch", "remove", &before]);
+    let (code, report) = fsck_json(&sb, &p.repo, &[]);
+    assert_eq!(code, Some(3), "{report:#}");
+    let lost = failing(&report, "notes");
+    assert_eq!(lost.len(), 2, "{report:#}");
+    assert!(
+        lost.iter()
+            .all(|f| f["fix"].as_str().expect("fix").contains("--repair")),
+        "{report:#}"
+    );
+    let out = sb.orch(&p.repo, &["fsck", "--repair"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("repair: wrote the record"),
+        "{}",
+        stderr(&out)
+    );
+    assert_clean(&sb, &p.repo);
+    // The record is back beside the one put there by hand, not instead.
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &tip]);
+    assert!(note.contains("/b/attempt-1 on main"), "{note}");
+    assert!(note.contains("git-orch attempt x/y/attempt-1"), "{note}");
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", &before]);
+    assert!(note.contains("/a/attempt-1 on main"), "{note}");
+}
+
+#[test]
 fn an_agent_process_without_its_driver_is_found_by_its_variables() {
     use std::os::unix::process::CommandExt;
     let mut sb = Sandbox::new();

@@ -383,6 +383,27 @@ fn the_server_refuses_malformed_events() {
         "{}",
         stderr(&out)
     );
+    // A record whose clock is above the ceiling (2^53 - 1), in its place,
+    // is refused: every clone would sort it after all else, for ever.
+    let hostile = br#"{"version":1,"writer":"badbadbadbad","seq":1,"clock":18446744073709551615,"time_ms":0,"type":"debug_marker","label":"x","n":1}"#;
+    let id = blob(&sb, &p.repo, hostile);
+    let path = format!("ev/00/00/0000000001-{}.json", &id[..8]);
+    let commit = hand_log_commit(&sb, &p.repo, &path, hostile);
+    let out = sb.git_output(
+        &p.repo,
+        &[
+            "push",
+            "origin",
+            &format!("{commit}:refs/orch/log/badbadbadbad"),
+        ],
+    );
+    assert!(!ok(&out));
+    assert!(
+        stderr(&out).contains("above the ceiling"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sb.refs(&srv), before);
     // The same record where git-orch would put it is accepted.
     let id = blob(&sb, &p.repo, record);
     let path = format!("ev/00/00/0000000001-{}.json", &id[..8]);

@@ -110,6 +110,10 @@ fn each_strategy_does_what_it_promises() {
                 &format!("write src/t{i}/done yes\ncommit t{i} work\n"),
             );
         }
+        // Commits written in another time zone, long ago, by someone else.
+        sb.set_env("GIT_AUTHOR_NAME", "Zoe Agent");
+        sb.set_env("GIT_AUTHOR_EMAIL", "zoe@example.com");
+        sb.set_env("GIT_AUTHOR_DATE", "1399417800 +0200");
         let base = sb.git(&p.repo, &["rev-parse", "main"]);
         let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "1"]);
         assert_eq!(out.status.code(), Some(0), "{strategy}: {}", stderr(&out));
@@ -138,6 +142,14 @@ fn each_strategy_does_what_it_promises() {
                 assert_eq!(tip_msg.trim(), "t1 work", "{tip_msg}");
                 assert_eq!(parents.split_whitespace().count(), 1);
             }
+        }
+        if strategy == "rebase" {
+            // Each commit keeps its author, date and time zone.
+            let author = sb.git(
+                &p.repo,
+                &["log", "-1", "--format=%an <%ae> %ad", "--date=raw", "main"],
+            );
+            assert_eq!(author, "Zoe Agent <zoe@example.com> 1399417800 +0200");
         }
         let out = sb.orch(&p.repo, &["verify", "main"]);
         assert_eq!(out.status.code(), Some(0), "{strategy}: {}", stdout(&out));
@@ -275,10 +287,14 @@ fn a_batch_of_8_with_one_culprit_lands_7_with_fewer_gate_runs() {
     let mut sb = Sandbox::new();
     let counter = sb.path().join("gate-runs");
     let gate = format!("echo run >> '{}'; ! test -f src/t5/bad", counter.display());
+    // Landing as they pass: the attempts after the culprit land in the
+    // same merge (in plan order they would wait for the culprit's retry).
     let p = make(
         &mut sb,
         8,
-        Some(&format!("[integration]\n\trun = \"{gate}\"\n")),
+        Some(&format!(
+            "[orch]\n\tlandingOrder = passed\n[integration]\n\trun = \"{gate}\"\n"
+        )),
     );
     for i in 0..8 {
         let extra = if i == 5 { "write src/t5/bad yes\n" } else { "" };
@@ -702,4 +718,36 @@ fn the_kept_scratch_worktree_holds_exactly_each_candidate_and_goes_when_the_merg
     assert!(left.is_empty(), "{left:?}");
     let listed = sb.git(&p.repo, &["worktree", "list", "--porcelain"]);
     assert!(!listed.contains("orch/scratch"), "{listed}");
+}
+
+#[test]
+fn two_runs_of_one_plan_land_in_the_same_order_whatever_order_the_agents_finish() {
+    let order = |sb: &Sandbox, repo: &Path| -> Vec<String> {
+        landed_events(sb, repo)
+            .iter()
+            .map(|e| e["task"].as_str().expect("task").to_owned())
+            .collect()
+    };
+    let mut orders = Vec::new();
+    // The later a task is in the plan, the sooner its agent finishes.
+    for _ in 0..2 {
+        let mut sb = Sandbox::new();
+        let p = make(&mut sb, 4, None);
+        for i in 0..4 {
+            p.script(
+                &format!("t{i}"),
+                &format!("sleep 0.{}\nwrite src/t{i}/done yes\n", 8 - 2 * i),
+            );
+        }
+        let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--cap", "4"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        orders.push(order(&sb, &p.repo));
+        let subjects = sb.git(
+            &p.repo,
+            &["log", "--format=%s", "--reverse", "HEAD~4..HEAD"],
+        );
+        assert_eq!(subjects, "Task t0\nTask t1\nTask t2\nTask t3", "{subjects}");
+    }
+    assert_eq!(orders[0], ["t0", "t1", "t2", "t3"]);
+    assert_eq!(orders[0], orders[1]);
 }

@@ -867,3 +867,97 @@ fn a_plan_bumping_one_crates_dependency_gets_a_verdict_that_says_how() {
     );
     assert_eq!(v["blocking"], 0);
 }
+
+#[test]
+fn overlaps_the_dependencies_order_pass_the_check_and_land_in_that_order() {
+    let mut sb = Sandbox::new();
+    let repo = project(&sb);
+    std::fs::write(repo.join("CHANGELOG.md"), "# Changes\n").expect("write");
+    sb.git(&repo, &["add", "CHANGELOG.md"]);
+    sb.git(&repo, &["commit", "-q", "-m", "changelog"]);
+    // api → web → cli, each adding its line to the changelog.
+    let ordered = plan_json(
+        "ordered",
+        vec![
+            subtask(
+                "api",
+                &["src/api/**", "CHANGELOG.md"],
+                "grep -q api CHANGELOG.md",
+                &[],
+            ),
+            subtask(
+                "web",
+                &["src/web/**", "CHANGELOG.md"],
+                "grep -q web CHANGELOG.md",
+                &["api"],
+            ),
+            subtask(
+                "cli",
+                &["src/cli/**", "CHANGELOG.md"],
+                "grep -q cli CHANGELOG.md",
+                &["web"],
+            ),
+        ],
+    );
+    let file = write(sb.path(), "ordered.json", &ordered);
+    let out = sb.orch(&repo, &["plan", "check", &file]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let said = stdout(&out);
+    assert!(said.contains("[ordered-overlap]"), "{said}");
+    assert!(said.contains("api → web → cli"), "{said}");
+    assert_eq!(
+        said.matches("[ordered-overlap]").count(),
+        1,
+        "one line for the group, not one per pair: {said}"
+    );
+    sb.orch_ok(&repo, &["plan", "add", &file]);
+    sb.orch_ok(&repo, &["approve", "ordered"]);
+    let scripts = sb.path().join("scripts");
+    std::fs::create_dir_all(&scripts).expect("scripts");
+    sb.set_env("FAKE_AGENT_DIR", &scripts.to_string_lossy());
+    for t in ["api", "web", "cli"] {
+        std::fs::write(
+            scripts.join(format!("{t}.script")),
+            format!("append CHANGELOG.md - {t}\n"),
+        )
+        .expect("script");
+    }
+    let out = sb.orch(&repo, &["run", "ordered", "--agent", "fake", "--cap", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(repo.join("CHANGELOG.md")).expect("changelog"),
+        "# Changes\n- api\n- web\n- cli\n"
+    );
+    // The same overlap without the order blocks.
+    let unordered = plan_json(
+        "unordered",
+        vec![
+            subtask(
+                "api",
+                &["src/api/**", "CHANGELOG.md"],
+                "grep -q api CHANGELOG.md",
+                &[],
+            ),
+            subtask(
+                "web",
+                &["src/web/**", "CHANGELOG.md"],
+                "grep -q web CHANGELOG.md",
+                &[],
+            ),
+        ],
+    );
+    let file = write(sb.path(), "unordered.json", &unordered);
+    let out = sb.orch(&repo, &["plan", "check", &file]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("[ownership-overlap]"),
+        "{}",
+        stdout(&out)
+    );
+}

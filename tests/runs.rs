@@ -541,8 +541,15 @@ fn a_worktree_that_cannot_be_made_is_abandoned_and_its_branch_removed() {
             &blocker.join("wt").to_string_lossy(),
         ],
     );
+    // The same failure of git-orch's own work, twice in a row: the run
+    // stops (exit 74) instead of retrying it.
     let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
-    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(74), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("2 attempts in a row failed inside git-orch"),
+        "{}",
+        stderr(&out)
+    );
     let evs = events(&sb, &p.repo);
     let abandoned: Vec<_> = evs
         .iter()
@@ -752,4 +759,32 @@ fn a_repository_without_any_git_identity_works() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let s = status_json(&sb, &p.repo);
     assert_eq!(task_status(&s, "a"), "done");
+}
+
+#[test]
+fn a_failed_attempt_that_changed_nothing_leaves_the_landing_note_on_main() {
+    let mut sb = Sandbox::new();
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &["a"], "test -f src/b/done"),
+        ],
+        Some("[orch]\n    retries = 0\n"),
+    );
+    p.script("a", "write src/a/done yes\n");
+    // b starts from main's tip once a landed, and changes nothing.
+    p.script("b", "sleep 0.1\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let note = sb.git(&p.repo, &["notes", "--ref=orch", "show", "main"]);
+    assert!(
+        note.contains("git-orch landed"),
+        "main's note lost its landing: {note}"
+    );
+    assert!(note.contains("/a/attempt-1"), "{note}");
+    assert!(
+        !note.contains("/b/attempt-1"),
+        "b's record on a commit b did not make: {note}"
+    );
 }

@@ -440,6 +440,76 @@ fn not_a_repository_is_refused_clearly() {
     );
 }
 
+/// `GIT_CEILING_DIRECTORIES` means what it means to git: a ceiling that is
+/// not above the working folder is ignored, one above it stops the search
+/// before it reaches the ceiling itself, entries are compared with the
+/// symlink-free working folder (resolved themselves, except after an empty
+/// entry), relative entries are ignored. git orch finds a repository
+/// exactly where `git rev-parse` does.
+#[test]
+fn ceiling_directories_stop_the_search_as_they_stop_git() {
+    let sb = Sandbox::new();
+    let root = sb.path().canonicalize().expect("canonical temp dir");
+    let repo = root.join("top/repo");
+    std::fs::create_dir_all(repo.join("sub/deep")).expect("dirs");
+    std::fs::create_dir_all(root.join("other")).expect("dir");
+    sb.git(&repo, &["init", "-q", "-b", "main"]);
+    std::os::unix::fs::symlink(root.join("top"), root.join("link")).expect("symlink");
+    let p = |rel: &str| root.join(rel).to_string_lossy().into_owned();
+    let cases: Vec<(String, String)> = vec![
+        // A folder that does not contain the repository.
+        (p("other"), p("top/repo/sub")),
+        // A folder above the repository.
+        (p("top"), p("top/repo/sub")),
+        // The repository's own folder, from below it and from it.
+        (p("top/repo"), p("top/repo/sub")),
+        (p("top/repo"), p("top/repo")),
+        (p("top/repo/sub"), p("top/repo/sub/deep")),
+        // Through a symlink: resolved, unless after an empty entry.
+        (p("link/repo"), p("top/repo/sub")),
+        (format!(":{}", p("link/repo")), p("top/repo/sub")),
+        ("relative".into(), p("top/repo/sub")),
+        (
+            format!("{}:{}", p("other"), p("top/repo")),
+            p("top/repo/sub"),
+        ),
+    ];
+    let mut found = 0;
+    for (ceiling, cwd) in &cases {
+        let git = sb
+            .command("git", Path::new(cwd))
+            .env("GIT_CEILING_DIRECTORIES", ceiling)
+            .args(["rev-parse", "--show-toplevel"])
+            .output()
+            .expect("git runs");
+        let orch = sb
+            .command("git", Path::new(cwd))
+            .env("GIT_CEILING_DIRECTORIES", ceiling)
+            .args(["orch", "log"])
+            .output()
+            .expect("git orch runs");
+        assert_eq!(
+            orch.status.success(),
+            git.status.success(),
+            "GIT_CEILING_DIRECTORIES={ceiling} in {cwd}: git says {:?}{:?}, git orch says {:?}",
+            stdout(&git).trim(),
+            stderr(&git).trim(),
+            stderr(&orch).trim()
+        );
+        if git.status.success() {
+            found += 1;
+        } else {
+            assert!(
+                stderr(&orch).contains("not a git repository"),
+                "{}",
+                stderr(&orch)
+            );
+        }
+    }
+    // Both outcomes are covered (the git on this machine agrees).
+    assert!(found >= 3 && found < cases.len(), "{found} found");
+}
+
 #[test]
 fn a_reftable_repository_is_refused_clearly() {
     let sb = Sandbox::new();
@@ -748,4 +818,558 @@ fn repository_settings_with_newlines_are_read_whole() {
         store.config_get_all("orch.multi").expect("get-all"),
         ["first\nsecond", ""]
     );
+}
+
+/// A record of `writer` at `seq` with `clock`, as bytes: a debug marker
+/// whose label is `label`.
+fn record_bytes(writer: &str, seq: u64, clock: u64, label: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "version": 1, "writer": writer, "seq": seq, "clock": clock,
+        "time_ms": 1_767_225_600_000_i64, "type": "debug_marker", "label": label, "n": seq,
+    }))
+    .expect("json")
+}
+
+/// Writes `records` (the bytes of each, seqs from 1) as one commit of a
+/// new log at `reference`, with plain git but in every way as git-orch
+/// writes one (its committer, trailers, paths): what a hostile clone can
+/// make and send. Returns the commit.
+fn forge_log(sb: &Sandbox, repo: &Path, reference: &str, records: &[Vec<u8>]) -> String {
+    let writer = reference.rsplit('/').next().expect("writer");
+    let index = sb.path().join("forge-log.index");
+    let _ = std::fs::remove_file(&index);
+    let git_with = |args: &[&str]| {
+        let out = sb
+            .command("git", repo)
+            .env("GIT_INDEX_FILE", &index)
+            .env("GIT_COMMITTER_NAME", "git-orch")
+            .env("GIT_COMMITTER_EMAIL", "git-orch@localhost")
+            .args(args)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let mut last: Option<serde_json::Value> = None;
+    for (i, bytes) in records.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let file = sb.path().join("forged-record.json");
+        std::fs::write(&file, bytes).expect("write");
+        let blob = sb.git(repo, &["hash-object", "-w", &file.to_string_lossy()]);
+        let path = format!(
+            "ev/{:02x}/{:02x}/{seq:010}-{}.json",
+            seq >> 16,
+            (seq >> 8) & 0xff,
+            &blob[..8]
+        );
+        git_with(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},{path}"),
+        ]);
+        last = serde_json::from_slice(bytes).ok();
+    }
+    let tree = git_with(&["write-tree"]);
+    let clock = last.as_ref().and_then(|r| r["clock"].as_u64()).unwrap_or(1);
+    let message = format!(
+        "forged\n\nOrch-Writer: {writer}\nOrch-Seq: {}\nOrch-Clock: {clock}\nOrch-Events: {}\nOrch-Type: debug_marker\nOrch-Format: 1\n",
+        records.len(),
+        records.len()
+    );
+    let commit = git_with(&["commit-tree", &tree, "-m", &message]);
+    sb.git(repo, &["update-ref", reference, &commit, ""]);
+    commit
+}
+
+/// Another clone's log whose clock is `u64::MAX` (the largest a record can
+/// say): appends here neither wrap the clock (a debug build would panic on
+/// the overflow) nor sort before it; readers and fsck report the record by
+/// ref, seq and path, and skip it.
+#[test]
+fn a_foreign_clock_at_u64_max_neither_wraps_nor_reorders_the_log() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--label", "before", "--count", "2"],
+    );
+    let hostile = "refs/orch/log/f0f0f0f0f0f0";
+    forge_log(
+        &sb,
+        &repo,
+        hostile,
+        &[record_bytes("f0f0f0f0f0f0", 1, u64::MAX, "forged")],
+    );
+    let out = sb.orch(
+        &repo,
+        &["debug", "append", "--label", "after", "--count", "2"],
+    );
+    assert!(out.status.success(), "append failed: {}", stderr(&out));
+    let out = sb.orch(&repo, &["log", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains(hostile) && text.contains("seq 1") && text.contains("clock"),
+        "{text}"
+    );
+    let events = json_lines(&stdout(&out));
+    let labels: Vec<&str> = events
+        .iter()
+        .map(|e| e["label"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(labels, ["before", "before", "after", "after"], "{events:?}");
+    let clocks: Vec<u64> = events
+        .iter()
+        .map(|e| e["clock"].as_u64().expect("clock"))
+        .collect();
+    assert!(clocks.windows(2).all(|w| w[0] < w[1]), "{clocks:?}");
+    assert!(clocks.iter().all(|c| *c < 1 << 53), "{clocks:?}");
+    // The newest entries of each log, read alone, say the same.
+    let out = sb.orch(&repo, &["log", "--limit", "2", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let tail = json_lines(&stdout(&out));
+    assert!(tail.iter().all(|e| e["label"] == "after"), "{tail:?}");
+    // fsck names the record and fails.
+    let out = sb.orch(&repo, &["fsck"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stdout(&out).contains("f0f0f0f0f0f0"), "{}", stdout(&out));
+}
+
+/// The size limit of one event record (the server hook's, 1 MiB).
+const MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// A record of `writer` at `seq` just over the size limit, its label made
+/// of hex digits that do not compress (so its loose object is as large).
+fn oversized_record(writer: &str, seq: u64) -> Vec<u8> {
+    let mut label = String::with_capacity(MAX_EVENT_BYTES + 64);
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    while label.len() <= MAX_EVENT_BYTES {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        label.push_str(&format!("{x:016x}"));
+    }
+    let bytes = record_bytes(writer, seq, seq, &label);
+    assert!(bytes.len() > MAX_EVENT_BYTES);
+    bytes
+}
+
+/// The loose object file of `id` in `repo`.
+fn loose_object(repo: &Path, id: &str) -> std::path::PathBuf {
+    repo.join(".git/objects").join(&id[..2]).join(&id[2..])
+}
+
+/// An event over the size limit in a log of this clone: every reader
+/// (`log`, `log --limit`, the state index) skips it and says why from the
+/// object's header alone (its loose object is cut short here, so reading
+/// it whole would fail differently), and fsck reports it.
+#[test]
+fn an_event_over_the_size_limit_is_skipped_unread_and_reported_by_fsck() {
+    let sb = Sandbox::new();
+    let repo = sb.repo("r");
+    sb.orch_ok(
+        &repo,
+        &["debug", "append", "--label", "own", "--count", "2"],
+    );
+    let writer = "f1f1f1f1f1f1";
+    let reference = format!("refs/orch/log/{writer}");
+    let big = oversized_record(writer, 2);
+    let commit = forge_log(
+        &sb,
+        &repo,
+        &reference,
+        &[record_bytes(writer, 1, 1, "small"), big.clone()],
+    );
+    let listing = sb.git(&repo, &["ls-tree", "-r", &commit]);
+    let blob = listing
+        .lines()
+        .find(|l| l.contains("/0000000002-"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .expect("seq 2")
+        .to_owned();
+    // Cut the object short: its header stays readable, its content not.
+    let file = loose_object(&repo, &blob);
+    let whole = std::fs::read(&file).expect("loose object");
+    assert!(whole.len() > MAX_EVENT_BYTES / 2, "{}", whole.len());
+    let mut perms = std::fs::metadata(&file).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+    std::fs::set_permissions(&file, perms).expect("chmod");
+    std::fs::write(&file, &whole[..4096]).expect("truncate");
+
+    for args in [&["log", "--json"][..], &["log", "--limit", "5", "--json"]] {
+        let out = sb.orch(&repo, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains(&reference) && text.contains("seq 2"),
+            "{args:?}: {text}"
+        );
+        assert!(
+            text.contains("at most 1048576 bytes") && !text.contains("cannot be read"),
+            "{args:?}: {text}"
+        );
+        let labels: Vec<String> = json_lines(&stdout(&out))
+            .iter()
+            .map(|e| e["label"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert!(labels.contains(&"small".to_owned()), "{labels:?}");
+        assert!(labels.iter().all(|l| l.len() < 100), "{args:?}");
+    }
+    // The state index reads through the same reader.
+    let _ = sb.orch(&repo, &["status"]);
+    let index = std::fs::read_to_string(repo.join(".git/orch/state/index.json")).expect("index");
+    assert!(
+        index.contains("at most 1048576 bytes") && !index.contains("cannot be read"),
+        "{index}"
+    );
+    let out = sb.orch(&repo, &["fsck", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+    let found = report["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .any(|f| {
+            f["check"] == "log"
+                && f["subject"] == format!("{writer}:2").as_str()
+                && f["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("at most 1048576 bytes"))
+        });
+    assert!(found, "{report:#}");
+    // Whole again, for the end-of-test `git fsck`.
+    std::fs::remove_file(&file).expect("rm");
+    std::fs::write(&file, &whole).expect("restore");
+}
+
+/// `sync` never takes in a remote log whose new events exceed the size
+/// limit: it says which writer's log and why, writes nothing for it (not
+/// even the tracking copy), takes in everything else, and still pushes
+/// this clone's own log.
+#[test]
+fn sync_refuses_a_remote_log_with_an_event_over_the_size_limit() {
+    let sb = Sandbox::new();
+    let (remote, a, b) = shared_pair(&sb);
+    sb.orch_ok(&a, &["debug", "append", "--label", "a", "--count", "2"]);
+    sb.orch_ok(&a, &["sync"]);
+    let writer = "f2f2f2f2f2f2";
+    let reference = format!("refs/orch/log/{writer}");
+    forge_log(
+        &sb,
+        &a,
+        &reference,
+        &[
+            record_bytes(writer, 1, 1, "small"),
+            oversized_record(writer, 2),
+        ],
+    );
+    sb.git(&a, &["push", "-q", "origin", &reference]);
+    let tracking = format!("refs/orch-remotes/origin/log/{writer}");
+    for round in 0..2 {
+        sb.orch_ok(&b, &["debug", "append", "--label", "b"]);
+        let out = sb.orch(&b, &["sync"]);
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "round {round}: {}",
+            stderr(&out)
+        );
+        let text = stderr(&out);
+        assert!(
+            text.contains(writer) && text.contains("1048576"),
+            "round {round}: {text}"
+        );
+        for r in [&reference, &tracking] {
+            let shown = sb.git_output(&b, &["rev-parse", "--verify", "-q", r]);
+            assert!(!shown.status.success(), "round {round}: {r} was written");
+        }
+        // Everything else came in, and b's own log went out.
+        let labels: Vec<String> = log_json(&sb, &b)
+            .iter()
+            .map(|e| e["label"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(labels.iter().filter(|l| *l == "a").count(), 2, "{labels:?}");
+        let own = format!("refs/orch/log/{}", sb.git(&b, &["config", "orch.writerId"]));
+        assert_eq!(
+            sb.git(&remote, &["rev-parse", &own]),
+            sb.git(&b, &["rev-parse", &own]),
+            "round {round}"
+        );
+    }
+}
+
+/// `args` run twice: with the state cache as it is, then with none (the
+/// one full read): both must succeed and print the same.
+fn same_as_without_cache(sb: &Sandbox, repo: &Path, args: &[&str]) -> String {
+    let cached = sb.orch(repo, args);
+    assert!(
+        cached.status.success(),
+        "{args:?} with the cache failed: {}",
+        stderr(&cached)
+    );
+    std::fs::remove_dir_all(repo.join(".git/orch/state")).expect("rm state");
+    let fresh = sb.orch_ok(repo, args);
+    // Times since a running task started are the only difference allowed.
+    let timeless = |text: &str| -> Vec<serde_json::Value> {
+        fn strip(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    m.remove("elapsed_ms");
+                    m.values_mut().for_each(strip);
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+                _ => {}
+            }
+        }
+        let mut values = json_lines(text);
+        values.iter_mut().for_each(strip);
+        values
+    };
+    assert_eq!(
+        timeless(&stdout(&cached)),
+        timeless(&fresh),
+        "{args:?}: the cache is stale"
+    );
+    fresh
+}
+
+/// A writer's log ref set back by hand (backward, sideways, and to a
+/// commit while the one the cache was built from is gone from the
+/// object database): every command still works and shows the log as it
+/// is now, exactly as without the cache.
+#[test]
+fn the_state_cache_follows_a_log_ref_moved_back_or_sideways_by_hand() {
+    let mut sb = Sandbox::new();
+    let p = common::project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let writer = sb.git(repo, &["config", "orch.writerId"]);
+    let log_ref = format!("refs/orch/log/{writer}");
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    let reads: [&[&str]; 3] = [
+        &["status", "--json"],
+        &["status", &run, "--json"],
+        &["log", "--run", &run, "--json"],
+    ];
+    let tip = sb.git(repo, &["rev-parse", &log_ref]);
+    // Backward: the run's last events are gone.
+    sb.orch_ok(repo, &["status"]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~3"), &tip]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // Sideways: new commits on an older one, the cache at the newer.
+    sb.orch_ok(repo, &["status"]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~6")]);
+    sb.orch_ok(repo, &["debug", "append", "--label", "sideways"]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // The cached tip's objects lost: set back, pruned, then appended to.
+    sb.orch_ok(repo, &["status"]);
+    let cached = sb.git(repo, &["rev-parse", &log_ref]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{tip}~8")]);
+    sb.git(
+        repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
+    let gone = sb.git_output(repo, &["cat-file", "-e", &cached]);
+    assert!(!gone.status.success(), "{cached} is still there");
+    sb.orch_ok(repo, &["debug", "append", "--label", "after-loss"]);
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+    // And with the reset ref pointing where the cache's tip was lost.
+    sb.orch_ok(repo, &["status"]);
+    let cached = sb.git(repo, &["rev-parse", &log_ref]);
+    sb.git(repo, &["update-ref", &log_ref, &format!("{cached}~1")]);
+    sb.git(
+        repo,
+        &[
+            "-c",
+            "gc.reflogExpire=now",
+            "-c",
+            "gc.reflogExpireUnreachable=now",
+            "gc",
+            "-q",
+            "--prune=now",
+        ],
+    );
+    for args in reads {
+        same_as_without_cache(&sb, repo, args);
+    }
+}
+
+/// The files of the state cache (`.git/orch/state/<sub>`), by name.
+fn cache_files(repo: &Path, sub: &str) -> BTreeSet<String> {
+    std::fs::read_dir(repo.join(".git/orch/state").join(sub))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Time passes for the state cache: every file in it is made an hour old.
+fn age_cache(repo: &Path) {
+    let then = std::time::SystemTime::now() - Duration::from_secs(3600);
+    for sub in ["runs", "catalog"] {
+        for name in cache_files(repo, sub) {
+            let path = repo.join(".git/orch/state").join(sub).join(name);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(then))
+                .expect("age a cache file");
+        }
+    }
+}
+
+/// The bytes of every file under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let meta = e.metadata().expect("metadata");
+        total += if meta.is_dir() {
+            bytes_under(&e.path())
+        } else {
+            meta.len()
+        };
+    }
+    total
+}
+
+/// A long run and many saves after it leave the state cache holding what
+/// its index names and nothing else once the grace for readers of older
+/// indexes has passed: one file per run, the named catalog shards. fsck
+/// reports its size.
+#[test]
+fn a_long_run_leaves_the_state_cache_holding_only_what_its_index_names() {
+    let mut sb = Sandbox::new();
+    let tasks: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let specs: Vec<(&str, &[&str], &str)> = tasks
+        .iter()
+        .map(|t| (t.as_str(), &[][..], "true"))
+        .collect();
+    let p = common::project(&mut sb, &specs, None);
+    for t in &tasks {
+        p.script(t, &format!("write src/{t}/done yes\n"));
+    }
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    // Many saves, each of a changed run.
+    for t in tasks.iter().take(8) {
+        sb.orch_ok(repo, &["skip", t, "--run", &run]);
+        sb.orch_ok(repo, &["status", &run]);
+    }
+    // The grace for readers of older indexes passes; the next save (of
+    // an event of no run) cleans up.
+    age_cache(repo);
+    sb.orch_ok(repo, &["debug", "append"]);
+    sb.orch_ok(repo, &["status", &run]);
+    let runs = cache_files(repo, "runs");
+    assert_eq!(runs.len(), 1, "one run, one run file: {runs:?}");
+    let index: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(repo.join(".git/orch/state/index.json")).expect("index"),
+    )
+    .expect("index json");
+    let named: BTreeSet<String> = index["shards"]
+        .as_object()
+        .expect("shards")
+        .values()
+        .map(|v| v.as_str().expect("name").to_owned())
+        .collect();
+    assert_eq!(cache_files(repo, "catalog"), named);
+    // fsck says how large the cache is, in words and in JSON.
+    let bytes = bytes_under(&repo.join(".git/orch/state"));
+    let out = sb.orch(repo, &["fsck", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).expect("json");
+    let cache = &report["checked"]["state_cache"];
+    assert_eq!(cache["runs"], 1, "{report:#}");
+    // fsck itself may save nothing; the size is what it saw.
+    assert_eq!(cache["bytes"].as_u64(), Some(bytes), "{report:#}");
+    let out = sb.orch(repo, &["fsck"]);
+    assert!(stderr(&out).contains("state cache"), "{}", stderr(&out));
+}
+
+/// A reader that loaded the cache's index just before a cleanup removed
+/// the files it names reads the state as it is, not an error: it reads the
+/// newest index again.
+#[test]
+fn a_reader_whose_cache_files_were_cleaned_up_meanwhile_reads_correct_state() {
+    let mut sb = Sandbox::new();
+    let p = common::project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let repo = &p.repo;
+    let run = common::status_json(&sb, repo)["run"]
+        .as_str()
+        .expect("run id")
+        .to_owned();
+    sb.orch_ok(repo, &["status", &run]);
+    let named_then = cache_files(repo, "runs");
+    // A reader stops right after loading the index.
+    let marker = sb.path().join("failpoint");
+    let reader = sb
+        .command("git", repo)
+        .args(["orch", "status", &run, "--json"])
+        .env("ORCH_FAILPOINTS", "state.index-read=wait@1")
+        .env("ORCH_FAILPOINT_FILE", &marker)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("reader");
+    common::wait_until(
+        "the reader to load the index",
+        Duration::from_secs(30),
+        || marker.exists(),
+    );
+    // Meanwhile the run changes twice, and the grace passes between.
+    sb.orch_ok(repo, &["retry", "a", "--run", &run]);
+    sb.orch_ok(repo, &["status", &run]);
+    age_cache(repo);
+    sb.orch_ok(repo, &["skip", "b", "--run", &run]);
+    sb.orch_ok(repo, &["status", &run]);
+    let now = cache_files(repo, "runs");
+    assert!(
+        named_then.is_disjoint(&now),
+        "the reader's files were not cleaned up: {named_then:?} {now:?}"
+    );
+    std::fs::remove_file(&marker).expect("release the reader");
+    let out = reader.wait_with_output().expect("reader");
+    assert!(out.status.success(), "the reader failed: {}", stderr(&out));
+    let read = stdout(&out);
+    assert!(read.contains("\"state\":\"open\""), "{read}");
+    // What it printed is the state as it is now.
+    std::fs::remove_dir_all(repo.join(".git/orch/state")).expect("rm");
+    let fresh = sb.orch_ok(repo, &["status", &run, "--json"]);
+    let without_times = |text: &str| {
+        let mut v: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+        for t in v["tasks"].as_array_mut().expect("tasks") {
+            t.as_object_mut().expect("task").remove("elapsed_ms");
+        }
+        v
+    };
+    assert_eq!(without_times(&read), without_times(&fresh));
 }

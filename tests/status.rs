@@ -240,6 +240,7 @@ fn watch_on_a_terminal_stops_on_q() {
     let mut sb = Sandbox::new();
     let p = mixed(&mut sb, false);
     // Recorded, and nothing drives it: it stays open.
+    common::share(&sb, &p.repo);
     sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--start-only"]);
     let mut watch = sb
         .command("script", &p.repo)
@@ -280,4 +281,68 @@ fn watch_on_a_terminal_stops_on_q() {
     assert!(shown.contains("(open)"), "{shown:?}");
     assert!(shown.contains("pending"), "{shown:?}");
     assert!(shown.contains("TASK"), "{shown:?}");
+}
+
+#[test]
+fn other_unfinished_runs_are_named_under_the_table_and_all_lists_every_run() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "true"), ("b", &[], "true")], None);
+    p.script("default", "write src/a/done yes\n");
+    p.script("b", "write src/b/done yes\n");
+    let other = serde_json::json!({"version": 1, "id": "other", "instruction": "more",
+        "subtasks": [{"id": "b", "title": "B", "owned_globs": ["src/b/**"],
+                      "deliverable": "b", "verification": "true"}]});
+    let file = sb.path().join("other.json");
+    std::fs::write(&file, other.to_string()).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &file.to_string_lossy()]);
+    sb.orch_ok(&p.repo, &["approve", "other"]);
+    // Two runs killed while landing: both unfinished. (The second starts
+    // although the first left its checkout half moved: run finishes the
+    // move first instead of calling the landed file uncommitted work.)
+    for plan in ["proj", "other"] {
+        let out = sb
+            .command("git", &p.repo)
+            .args(["orch", "run", plan, "--agent", "fake"])
+            .env("ORCH_FAILPOINTS", "land.moved=kill")
+            .output()
+            .expect("runs");
+        assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let all = common::json_lines(&sb.orch_ok(&p.repo, &["status", "--all", "--json"]));
+    let runs = all[0].as_array().expect("a list").clone();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(runs[0]["plan_id"], "other", "newest first: {runs:?}");
+    assert!(runs.iter().all(|r| r["finished"] == false), "{runs:?}");
+    let proj = runs[1]["run"].as_str().expect("id").to_owned();
+    // Without a run: the newest, and a line naming the other.
+    let table = sb.orch_ok(&p.repo, &["status"]);
+    assert!(
+        table.starts_with("run ") && table.contains("of plan other"),
+        "{table}"
+    );
+    let also = table
+        .lines()
+        .find(|l| l.starts_with("also unfinished:"))
+        .unwrap_or_else(|| panic!("no line naming the other run:\n{table}"));
+    assert!(also.contains(&format!("{proj} (plan proj)")), "{also}");
+    // Resumed to its end, proj is no longer named; the list says finished.
+    sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let table = sb.orch_ok(&p.repo, &["status"]);
+    assert!(!table.contains("also unfinished"), "{table}");
+    let list = sb.orch_ok(&p.repo, &["status", "--all"]);
+    let lines: Vec<&str> = list.lines().collect();
+    assert!(lines[0].starts_with("RUN"), "{list}");
+    let proj_line = lines
+        .iter()
+        .find(|l| l.starts_with(&proj))
+        .expect("proj listed");
+    assert!(proj_line.ends_with("finished"), "{list}");
+    let other_line = lines
+        .iter()
+        .find(|l| l.contains(" other "))
+        .expect("other listed");
+    assert!(other_line.contains("unfinished, "), "{list}");
+    // --all takes no run.
+    let out = sb.orch(&p.repo, &["status", "--all", &proj]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

@@ -95,13 +95,7 @@ fn kill_9_of_a_worker_ends_its_agents() {
     sb.set_env(MARKER, &marker);
     let p = project(&mut sb, &[("a", &[], "true")], None);
     p.script("default", FAMILY);
-    let bare = sb.bare("remote.git");
-    sb.git(
-        &p.repo,
-        &["remote", "add", "origin", &bare.to_string_lossy()],
-    );
-    sb.git(&p.repo, &["push", "-q", "origin", "main"]);
-    sb.orch_ok(&p.repo, &["init", "--remote", "origin"]);
+    common::share(&sb, &p.repo);
     sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--start-only"]);
     sb.orch_ok(&p.repo, &["sync"]);
     let worker = start(

@@ -10,7 +10,7 @@
 //!
 //! | error type | exit code |
 //! |---|---|
-//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace` | 3 blocked |
+//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace`, `BaseNotPublished` | 3 blocked |
 //! | `RunError::UnknownTask`, `BadBase`, `BadTarget`; `ReviewError::BadBase`; clap's errors | 2 usage |
 //! | `RunError::Revision`, `Approval`, `Review`, `Store` | that inner error's code |
 //! | `MergeError::Run`, `Store`; `WorkerError::Run`, `Store` | that inner error's code |
@@ -255,6 +255,21 @@ impl From<RunError> for CommandError {
                 exit::BLOCKED,
                 Some("`git orch sync`, then `git orch status` shows its run".to_owned()),
             ),
+            E::BaseNotPublished {
+                remote, target, ..
+            } => (
+                exit::BLOCKED,
+                Some(format!(
+                    "push `{target}` first (`git push {remote} {target}`), then start the run again"
+                )),
+            ),
+            E::NoSharedRemote => (
+                exit::ERROR,
+                Some(
+                    "set the remote workers share with `git orch init --remote <name>` (it sets orch.remote)"
+                        .to_owned(),
+                ),
+            ),
             E::StartRefused { .. } => (
                 exit::ERROR,
                 Some("the remote's hook output above says why; `git orch sync` and try again once it is fixed".to_owned()),
@@ -327,6 +342,9 @@ impl From<MergeError> for CommandError {
             E::TargetMoving { .. } | E::MovedHere { .. } => {
                 Some("try again: another process landed at the same time".to_owned())
             }
+            E::LeaseLost { .. } => Some(
+                "another worker lands the queue now; this one's attempts wait for it".to_owned(),
+            ),
             E::Settings(_) => Some("fix .orch/config at the run's base commit".to_owned()),
             E::NoRun(_) => {
                 Some("`git orch status` without an argument shows the newest run".to_owned())

@@ -114,7 +114,7 @@ pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
     }
     let c = &report.checked;
     let looked = format!(
-        "{} events of {} writers, {} commits on {} targets, {} kept commits, {} attempts, {} branches, {} worktrees",
+        "{} events of {} writers, {} commits on {} targets, {} kept commits, {} attempts, {} branches, {} worktrees; state cache {} in {} files",
         c.events,
         c.writers,
         c.commits_verified,
@@ -122,7 +122,9 @@ pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
         c.kept_commits,
         c.attempts,
         c.branches,
-        c.worktrees
+        c.worktrees,
+        human_bytes(c.state_cache.bytes),
+        c.state_cache.files
     );
     let mut tail = Vec::new();
     if report.notes() > 0 {
@@ -148,6 +150,21 @@ pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
     }
 }
 
+/// A size for people: `812 B`, `4.2 KiB`, `88.0 MiB`.
+fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 fn render(out: &mut output::Out, f: &Finding) {
     let level = match (f.severity, &f.accepted_by) {
         (Severity::Problem, None) => "problem",
@@ -164,4 +181,17 @@ fn render(out: &mut output::Out, f: &Finding) {
         Some(by) => out.line(&format!("{:18} accepted by {by}", "")),
         None => out.line(&format!("{:18} fix: {}", "", f.fix)),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human_bytes;
+
+    #[test]
+    fn sizes_read_as_people_say_them() {
+        assert_eq!(human_bytes(812), "812 B");
+        assert_eq!(human_bytes(4300), "4.2 KiB");
+        assert_eq!(human_bytes(88 * 1024 * 1024), "88.0 MiB");
+        assert_eq!(human_bytes(3 << 40), "3.0 TiB");
+    }
 }

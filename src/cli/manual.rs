@@ -15,7 +15,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use super::{Cli, exit};
 
 /// Exit codes of DESIGN.md §4, for the man page and the reference.
-pub const EXIT_CODES: [(u8, &str); 7] = [
+pub const EXIT_CODES: [(u8, &str); 8] = [
     (exit::OK, "success"),
     (exit::ERROR, "an error, or invalid input"),
     (
@@ -28,6 +28,10 @@ pub const EXIT_CODES: [(u8, &str); 7] = [
     ),
     (exit::BUDGET, "the budget is spent"),
     (exit::BREAKER, "the circuit breaker tripped"),
+    (
+        exit::BROKEN,
+        "git-orch cannot do its own work here: the disk is full, or the same failure inside git-orch repeats; fix it and run the same command again to resume",
+    ),
     (
         exit::INTERRUPTED,
         "interrupted by Ctrl-C or SIGTERM; run the same command again to resume",

@@ -51,6 +51,9 @@ pub mod exit {
     pub const BLOCKED: u8 = 3;
     pub const BUDGET: u8 = 64;
     pub const BREAKER: u8 = 65;
+    /// git-orch cannot do its own work here (the disk is full, or the
+    /// same internal failure repeats): sysexits' `EX_IOERR`.
+    pub const BROKEN: u8 = 74;
     pub const INTERRUPTED: u8 = 130;
 }
 

@@ -227,7 +227,7 @@ fn review(store: &Store, plan: &Plan, base: Option<&str>) -> Result<Review, Comm
 /// Renders findings for people; used by `check`, `add` and `approve`.
 pub fn render_findings(review: &Review) -> Vec<String> {
     let mut lines = Vec::new();
-    for severity in [Severity::Blocking, Severity::Warning] {
+    for severity in [Severity::Blocking, Severity::Warning, Severity::Info] {
         let list: Vec<_> = review
             .analysis
             .findings
@@ -240,6 +240,7 @@ pub fn render_findings(review: &Review) -> Vec<String> {
         lines.push(match severity {
             Severity::Blocking => format!("blocking ({}):", list.len()),
             Severity::Warning => format!("warnings ({}):", list.len()),
+            Severity::Info => format!("relied on ({}):", list.len()),
         });
         for f in list {
             lines.push(format!("  [{}] {}", f.code, f.message));
@@ -287,9 +288,10 @@ fn review_lines(review: &Review) -> Vec<String> {
         ));
     }
     let blocking = a.blocking();
+    let warnings = a.warnings();
     lines.push(format!(
-        "{blocking} blocking, {} warnings",
-        a.findings.len() - blocking
+        "{blocking} blocking, {warnings} warning{}",
+        if warnings == 1 { "" } else { "s" }
     ));
     lines
 }
@@ -328,9 +330,10 @@ fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
     } else {
         let mut out = output::Out::new();
         out.line(&format!(
-            "{origin}: plan {} with {} subtasks, checked against {} files of {}",
+            "{origin}: plan {} with {} subtask{}, checked against {} files of {}",
             plan.id,
             plan.subtasks.len(),
+            if plan.subtasks.len() == 1 { "" } else { "s" },
             a.paths_checked,
             base_label(&review)
         ));

@@ -64,6 +64,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", conflicts_with = "start_only",
           value_parser = clap::value_parser!(u32).range(1..=8))]
     pub best_of: Option<u32>,
+    /// When the run ends, push what it landed on the target to the remote
+    /// this clone shares (`orch.remote`; a fast-forward, never forced) and
+    /// `git orch sync` the records of those landings. Without it, a run
+    /// with a sharing remote says what is left to push.
+    #[arg(long, conflicts_with_all = ["start_only", "dry_run"])]
+    pub push: bool,
 }
 
 fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
@@ -140,6 +146,10 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             "--budget must be a non-negative number",
         ));
     }
+    let sharing = run::sharing_remote(&store)?;
+    if args.push && sharing.is_none() {
+        return Err(RunError::NoSharedRemote.into());
+    }
     let opts = RunOptions {
         cap: args.cap,
         agent: args.agent.clone(),
@@ -159,6 +169,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         new: args.new,
         best_of: args.best_of,
     };
+    if !args.dry_run {
+        // A landing killed between moving the target and moving its
+        // checkout left the checkout at the old tree: finish that first,
+        // or the new run would refuse the landing's own files as the
+        // person's uncommitted changes. What cannot be finished stays for
+        // the refusal (and `git orch fsck`) to name.
+        let _ = crate::merge::checkout::recover(&store);
+    }
     let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
         RunError::UnknownTask { ref plan, ref task } => {
             let (given, plans) = (task.to_string(), [plan.clone()]);
@@ -335,6 +353,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             }
         }
     }
+    if let Some(remote) = &sharing {
+        publish(&store, remote, &ctx.target, args.push)?;
+    }
     match outcome {
         DriveOutcome::Finished(s) => {
             // Unknown cost is not $0.00: say which it is.
@@ -371,9 +392,57 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             ),
         )),
         DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
+        DriveOutcome::Broken(why) => Err(CommandError::with_code(
+            exit::BROKEN,
+            format!(
+                "run {run_id} stopped: {why}\nhint: {}, then run the same command again to resume",
+                if run::disk_full(&why) {
+                    "free space on this disk".to_owned()
+                } else {
+                    format!("fix the cause (`git orch status {run_id}` shows the failed attempts)")
+                }
+            ),
+        )),
         DriveOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,
             format!("run {run_id} interrupted\nhint: run the same command again to resume"),
         )),
     }
+}
+
+/// What a driver landed is on this clone's target only: with `--push` it
+/// goes to the sharing remote (then the records, by `sync`); without, the
+/// run says what is left to push, so nobody starts workers from a base
+/// the remote does not have.
+fn publish(
+    store: &crate::store::Store,
+    remote: &str,
+    target: &str,
+    push: bool,
+) -> Result<(), CommandError> {
+    use crate::merge::publish::{Standing, push_target, standing};
+    if push {
+        let n = push_target(store, remote, target)?;
+        store.sync(remote)?;
+        if n > 0 {
+            output::status(&format!(
+                "Pushed {target} to {remote} ({n} new commit{}).",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        return Ok(());
+    }
+    // Best effort: a remote out of reach now does not fail a finished run.
+    match standing(store, remote, target) {
+        Ok(Standing::Ahead(n)) => output::status(&format!(
+            "{target} has {n} commit{} that {remote}/{target} does not: `git push {remote} {target}` and `git orch sync` publish {} (or run with --push)",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "it" } else { "them" },
+        )),
+        Ok(Standing::Diverged) => output::status(&format!(
+            "warning: {target} and {remote}/{target} have diverged: merge or rebase, then push, before starting runs for workers"
+        )),
+        Ok(Standing::Published | Standing::Missing) | Err(_) => {}
+    }
+    Ok(())
 }

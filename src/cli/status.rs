@@ -34,6 +34,11 @@ pub struct StatusArgs {
     /// Redraw every second until the run ends (exit with its code) or `q`.
     #[arg(long)]
     pub watch: bool,
+    /// List every run instead, newest first: id, plan, target, when it
+    /// started, whether it finished, and for unfinished runs how many
+    /// tasks are done.
+    #[arg(long, conflicts_with_all = ["run", "watch"])]
+    pub all: bool,
 }
 
 /// The worker claim on a task's latest attempt, if a worker runs it: who
@@ -202,6 +207,118 @@ impl Snapshot {
     }
 }
 
+/// The line under the table that says which other runs are unfinished,
+/// when the newest was picked: several plans run at once, and one table
+/// must not hide the others.
+fn others_unfinished(index: &crate::state::StateIndex, shown: &RunState) -> Option<String> {
+    let mut others: Vec<&crate::state::RunBrief> =
+        index.open_runs().filter(|b| b.id != shown.id).collect();
+    if others.is_empty() {
+        return None;
+    }
+    others.sort_by_key(|b| std::cmp::Reverse(b.started_ms));
+    const NAMED: usize = 3;
+    let named: Vec<String> = others
+        .iter()
+        .take(NAMED)
+        .map(|b| format!("{} (plan {})", b.id, b.plan_id))
+        .collect();
+    let more = others.len().saturating_sub(NAMED);
+    Some(format!(
+        "also unfinished: {}{}; `git orch status <run>` shows one, `git orch status --all` lists every run",
+        named.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// `status --all`: every run, newest first, from the state index's briefs
+/// (unfinished runs are loaded for their counts).
+fn list_runs(
+    store: &crate::store::Store,
+    index: &mut crate::state::StateIndex,
+    json: bool,
+) -> CommandResult {
+    let mut briefs = index.all_briefs()?;
+    briefs.sort_by_key(|b| std::cmp::Reverse((b.started_ms, b.id.clone())));
+    let open = index.unfinished()?;
+    let mut out = output::Out::new();
+    if briefs.is_empty() && !json {
+        out.line("no runs yet: `git orch run <plan>` starts one");
+        return Ok(exit::OK);
+    }
+    let mut rows = Vec::new();
+    for b in &briefs {
+        let done = match open.get(&b.id) {
+            Some(r) => {
+                let snap = Snapshot::of(store, r.clone())?;
+                let done = snap
+                    .rows
+                    .iter()
+                    .filter(|r| matches!(r.status, view::Status::Done | view::Status::Skipped))
+                    .count();
+                Some((done, snap.rows.len()))
+            }
+            None => None,
+        };
+        rows.push((b, done));
+    }
+    if json {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(b, done)| {
+                serde_json::json!({
+                    "run": b.id,
+                    "plan_id": b.plan_id,
+                    "target": b.target,
+                    "started_ms": b.started_ms,
+                    "finished": b.finished,
+                    "writer": b.writer,
+                    "done": done.map(|d| d.0),
+                    "tasks": done.map(|d| d.1),
+                })
+            })
+            .collect();
+        out.line(&serde_json::Value::Array(list).to_string());
+        return Ok(exit::OK);
+    }
+    let run_w = rows
+        .iter()
+        .map(|(b, _)| b.id.as_str().len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let plan_w = rows
+        .iter()
+        .map(|(b, _)| b.plan_id.as_str().chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 32);
+    out.line(&format!(
+        "{:<run_w$}  {:<plan_w$}  {:<16}  {:<20}  STATE",
+        "RUN", "PLAN", "TARGET", "STARTED"
+    ));
+    for (b, done) in rows {
+        let state = match done {
+            Some((d, n)) => format!("unfinished, {d} of {n} done"),
+            None => "finished".to_owned(),
+        };
+        if !out.line(&format!(
+            "{:<run_w$}  {:<plan_w$}  {:<16}  {:<20}  {state}",
+            b.id.as_str(),
+            b.plan_id.as_str(),
+            b.target,
+            output::format_time(b.started_ms),
+        )) {
+            break;
+        }
+    }
+    Ok(exit::OK)
+}
+
 /// The terminal of `--watch`: keys without Enter, restored on the way out.
 struct Keys {
     saved: Option<libc::termios>,
@@ -299,12 +416,19 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
             .map_err(|e| super::suggest::with_run_hint(e.into(), args.run.as_deref(), index))?;
         Snapshot::of(&store, r)
     };
+    if args.all {
+        return list_runs(&store, &mut index, args.json);
+    }
     if !args.watch {
         let snap = pick(&mut index)?;
         let lines = if args.json {
             vec![snap.json().to_string()]
         } else {
-            snap.lines()
+            let mut lines = snap.lines();
+            if args.run.is_none() {
+                lines.extend(others_unfinished(&index, &snap.run));
+            }
+            lines
         };
         let mut out = output::Out::new();
         for l in lines {

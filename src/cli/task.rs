@@ -82,6 +82,11 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
         action.as_str(),
         r.id,
         match action {
+            // Workers work a run for workers; `git orch run` refuses it.
+            _ if r.settings.workers => {
+                " Publish it with `git orch sync`: workers (`git orch worker`) act on it on their next round."
+                    .to_owned()
+            }
             Control::Retry => format!(" Resume with `git orch run {}`.", r.plan_id),
             Control::Skip | Control::Cancel if r.finished.is_none() => {
                 " The run's driver acts on it within a second.".to_owned()

@@ -127,6 +127,14 @@ fn render(renderer: &progress::Renderer, model: &Model, r: Report) {
             renderer.note(&format!("run {run}: not working it here: {why}"))
         }
         Report::SyncFailed(why) => renderer.note(&format!("sync failed (will try again): {why}")),
+        Report::PushFailed {
+            what,
+            why,
+            retry_in,
+        } => renderer.note(&format!(
+            "could not push {what}: {why} (trying again in {:.1}s)",
+            retry_in.as_secs_f64()
+        )),
         Report::Finished { run, summary } => {
             model.reseed(renderer, &run);
             renderer.note(&format!(
@@ -235,7 +243,26 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
     model.reseed_all(&renderer);
     renderer.finish();
     match outcome? {
-        WorkerOutcome::Done => Ok(exit::OK),
+        WorkerOutcome::Done { incomplete } if incomplete.is_empty() => Ok(exit::OK),
+        WorkerOutcome::Done { incomplete } => {
+            let lines: Vec<String> = incomplete
+                .iter()
+                .map(|(run, s)| {
+                    format!(
+                        "run {run} ended with {} done, {} failed, {} blocked, {} cancelled of {} tasks",
+                        s.done, s.failed, s.blocked, s.cancelled, s.tasks
+                    )
+                })
+                .collect();
+            let first = &incomplete[0].0;
+            Err(CommandError::with_code(
+                exit::BLOCKED,
+                format!(
+                    "{}\nhint: `git orch status {first}` shows why; `git orch retry <task> --run {first}` and `git orch sync` give a task a fresh budget for the workers",
+                    lines.join("\n")
+                ),
+            ))
+        }
         WorkerOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,
             "worker interrupted; its attempts were stopped and recorded\nhint: start it again to go on",

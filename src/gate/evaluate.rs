@@ -224,17 +224,7 @@ pub async fn evaluate(
         let verdict = match &def.kind {
             GateKind::Command { run } | GateKind::Verification { run } => {
                 match cache(&def.name, run) {
-                    Some(prev) => Verdict {
-                        status: GateStatus::Cached,
-                        cached_pass: Some(
-                            matches!(prev.status, GateStatus::Pass)
-                                || prev.cached_pass == Some(true),
-                        ),
-                        summary: format!("cached: {}", prev.summary),
-                        duration_ms: 0,
-                        mode: def.mode,
-                        ..prev
-                    },
+                    Some(prev) => Verdict::reused(&prev, &prev.gate, def.mode),
                     None => match (&sandbox, checkout.ready(subject).await) {
                         (Err(why), _) => unconfinable(def, why),
                         (_, Err(why)) => unconfinable(def, &why),

@@ -32,7 +32,7 @@
 
 use std::collections::HashSet;
 
-use crate::event::Record;
+use crate::event::{MAX_CLOCK, Record};
 use crate::ids::{PlanId, RunId, TaskId, WriterId};
 use crate::store::log::{LOG_PREFIX, event_path, parse_trailers};
 use crate::store::refs::{ORCH_PREFIX, REMOTES_PREFIX};
@@ -44,10 +44,9 @@ use super::{
     Decision, HookError, MAX_LISTED, Refusal, first_parent_commits, parse_hook_oid, verify_updates,
 };
 
-/// The largest event record the server accepts, in bytes (1 MiB). git-orch
-/// writes records of a few KiB (output tails are bounded); anything near
-/// this is not an event but a file smuggled into the log.
-pub const MAX_EVENT_BYTES: u64 = 1024 * 1024;
+/// The largest event record the server accepts: the one limit every
+/// reader of the log applies (see [`crate::event::MAX_EVENT_BYTES`]).
+pub use crate::event::MAX_EVENT_BYTES;
 
 /// One line of `pre-receive` input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -313,10 +312,15 @@ fn check_log(
     for line in listed.lines() {
         let commit = store.parse_oid(line.trim())?;
         let info = store.commit_info(commit)?;
-        if parse_trailers(&info.message).is_none() {
-            problems.push(format!(
+        match parse_trailers(&info.message) {
+            None => problems.push(format!(
                 "log commit {commit} has no Orch-Seq/Orch-Clock trailers: git-orch did not write it"
-            ));
+            )),
+            Some(pos) if pos.clock > MAX_CLOCK => problems.push(format!(
+                "log commit {commit} carries clock {}, above the ceiling {MAX_CLOCK} no log reaches",
+                pos.clock
+            )),
+            Some(_) => {}
         }
         let bases: Vec<Oid> = if info.parents.is_empty() {
             vec![store.empty_tree_id()]
@@ -374,6 +378,12 @@ fn check_event(
         Ok(r) => r,
         Err(why) => return Ok(Some(why)),
     };
+    if record.clock > MAX_CLOCK {
+        return Ok(Some(format!(
+            "has clock {}, above the ceiling {MAX_CLOCK} no log reaches",
+            record.clock
+        )));
+    }
     if record.writer.as_str() != writer {
         return Ok(Some(format!(
             "claims writer {} but sits in the log of {writer}",

@@ -519,7 +519,7 @@ pub async fn run(
                         let mut review = approval::review(store, &plan, Some(&base.to_string()))?;
                         review.base_name = base_name.clone();
                         blocking = review.analysis.blocking();
-                        warnings = review.analysis.findings.len() - blocking;
+                        warnings = review.analysis.warnings();
                         outcome = if blocking == 0 {
                             PlanRoundOutcome::Passed
                         } else {

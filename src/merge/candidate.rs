@@ -209,8 +209,15 @@ fn build_unpinned(
                     // Never an empty commit on the target.
                     continue;
                 }
+                // Each commit keeps its author, date and time zone; the
+                // committer is the lander.
                 let new = store.write_commit_as(
-                    (&info.author_name, &info.author_email, info.time, 0),
+                    (
+                        &info.author_name,
+                        &info.author_email,
+                        info.author_time,
+                        info.author_offset,
+                    ),
                     names.committer,
                     &info.message,
                     tree,

@@ -315,16 +315,15 @@ pub async fn land(
         };
         match swap(&store, &target_ref, old, new, &record)? {
             Some(warnings) => {
-                let note = format!(
-                    "git-orch landed branch {} ({}) on {}\napproved by {} ({})\nstrategy: {}\n",
-                    req.branch,
-                    tip,
-                    req.target,
-                    approval.approver,
-                    approval.approval,
-                    strategy.as_str()
-                );
-                let _ = store.set_note(new, &note);
+                let note = crate::run::notes::BranchLanding {
+                    branch: &req.branch,
+                    commit: &tip.to_string(),
+                    target: &req.target,
+                    approver: &approval.approver,
+                    approval: &approval.approval,
+                    strategy: strategy.as_str(),
+                };
+                let _ = crate::run::notes::add_record(&store, new, &note.record());
                 return Ok(Outcome::Landed {
                     landing: Box::new(record),
                     approval: Box::new(approval),

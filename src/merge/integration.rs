@@ -81,17 +81,7 @@ pub async fn run(
             command: cmd.clone(),
         };
         let v = match cache.get(&key) {
-            Some(prev) => Verdict {
-                status: GateStatus::Cached,
-                cached_pass: Some(
-                    matches!(prev.status, GateStatus::Pass) || prev.cached_pass == Some(true),
-                ),
-                summary: format!("cached: {}", prev.summary),
-                duration_ms: 0,
-                mode: def.mode,
-                gate: def.name.clone(),
-                ..prev.clone()
-            },
+            Some(prev) => Verdict::reused(prev, &def.name, def.mode),
             None => {
                 ran += 1;
                 crate::gate::command::run_in(def, &cmd, place, settings, common_dir, cancel).await

@@ -20,6 +20,7 @@ pub mod candidate;
 pub mod checkout;
 pub mod hand;
 pub mod integration;
+pub mod publish;
 pub mod queue;
 pub mod verify;
 
@@ -51,6 +52,10 @@ pub enum MergeError {
     MovedHere { reference: String },
     #[error("preparing the scratch worktree: {0}")]
     Scratch(#[source] crate::store::StoreError),
+    /// Another lander took this one's claim (it stopped renewing it: a
+    /// frozen or partitioned machine); this one must not publish.
+    #[error("the merge queue claim {claim} was taken over; this landing stops")]
+    LeaseLost { claim: String },
     #[error("{remote} refused the landing: {why}")]
     PushRefused { remote: String, why: String },
     #[error(

@@ -49,6 +49,12 @@ pub struct Queue {
     /// remote's target and a landing is one atomic, non-forced push of the
     /// target and this clone's log: the push is the compare-and-swap.
     pub remote: Option<String>,
+    /// With a remote: the claim this landing holds (the run's queue claim
+    /// ref and the commit this clone holds there). Each round and the
+    /// landing push itself check it still holds: a lander frozen past its
+    /// lease, whose claim another took meanwhile, stops instead of
+    /// publishing (`MergeError::LeaseLost`).
+    pub fence: Option<(String, Oid)>,
     /// The folded log (the driver's, when the queue runs inside a run).
     pub state: SharedIndex,
     /// Who approved the run's plan revision (named in landed commits).
@@ -135,6 +141,7 @@ impl Queue {
             settings,
             strategy,
             remote: None,
+            fence: None,
             state,
             approver: approver_of(store, run),
             author: run
@@ -154,8 +161,13 @@ impl Queue {
         format!("refs/heads/{}", self.target)
     }
 
-    /// Attempts waiting to land, in the plan's topological order then by
-    /// the time they passed; only those whose dependencies have landed.
+    /// Attempts waiting to land, in the plan's topological order; only
+    /// those whose dependencies have landed. With `orch.landingOrder =
+    /// plan` (the default) only those that no task before them in that
+    /// order can still come before: a task that has not ended (pending,
+    /// running, retrying, or passed but not landable yet) holds back every
+    /// task after it, so two runs of one plan land in the same order
+    /// whatever order their agents finished in.
     pub fn waiting(&self, run: &RunState) -> Vec<(Entry, i64)> {
         let plan = &self.revision.plan;
         let status = |id: &TaskId| {
@@ -166,18 +178,40 @@ impl Queue {
                 .map(|t| t.status(retries))
                 .unwrap_or(TaskStatus::Pending)
         };
+        let in_order = self.settings.landing_in_plan_order;
+        // Tasks that can never run: a dependency failed or was cancelled.
+        let mut blocked: BTreeSet<TaskId> = BTreeSet::new();
         let mut out = Vec::new();
         for id in topo_order(plan) {
-            let Some(t) = run.tasks.get(&id) else {
-                continue;
-            };
-            let Some(last) = t.current() else {
-                continue;
-            };
-            if !last.is_queued() {
+            let sub = plan.subtask(id.as_str()).expect("tasks come from the plan");
+            if sub.depends_on.iter().any(|d| {
+                blocked.contains(d)
+                    || matches!(status(d), TaskStatus::Failed | TaskStatus::Cancelled)
+            }) {
+                blocked.insert(id.clone());
+            }
+            let settled = blocked.contains(&id)
+                || matches!(
+                    status(&id),
+                    TaskStatus::Done
+                        | TaskStatus::Failed
+                        | TaskStatus::Skipped
+                        | TaskStatus::Cancelled
+                );
+            if settled {
                 continue;
             }
-            let sub = plan.subtask(id.as_str()).expect("tasks come from the plan");
+            let queued = run
+                .tasks
+                .get(&id)
+                .and_then(|t| t.current())
+                .filter(|last| last.is_queued());
+            let Some(last) = queued else {
+                if in_order {
+                    break; // it has not ended: nothing after it lands first
+                }
+                continue;
+            };
             let deps_landed = sub
                 .depends_on
                 .iter()
@@ -189,6 +223,9 @@ impl Queue {
             let Ok(result) = Oid::from_hex(result.commit.as_bytes()) else {
                 continue;
             };
+            if !deps_landed && in_order {
+                break;
+            }
             if deps_landed {
                 out.push((
                     Entry {
@@ -202,7 +239,6 @@ impl Queue {
                 ));
             }
         }
-        // Stable: topological order first, then pass time within equals.
         out
     }
 
@@ -283,6 +319,9 @@ impl Queue {
                         {
                             held.push((e.label(), branch, paths))
                         }
+                        // In plan order, nothing lands past one that waits
+                        // for a person.
+                        _ if this.settings.landing_in_plan_order && !held.is_empty() => {}
                         _ => ready.push(e),
                     }
                 }
@@ -421,14 +460,50 @@ impl Queue {
                     self.after_landing(&landed).await;
                     return Ok(());
                 }
-                // The target moved: rebuild on the new tip, gate again.
-                Applied::Conflict => continue,
+                // The target moved: rebuild on the new tip, gate again,
+                // without what landed meanwhile (another lander may have
+                // landed these very attempts).
+                Applied::Conflict => {
+                    entries = self.still_waiting(entries).await?;
+                    if entries.is_empty() {
+                        return Ok(());
+                    }
+                    continue;
+                }
             }
         }
         Err(MergeError::TargetMoving {
             target: self.target.clone(),
             tries: MAX_ROUNDS as usize,
         })
+    }
+
+    /// Those of `entries` that still wait to land, by the log as it is now
+    /// (with a remote, after a sync that brings other landers' records).
+    async fn still_waiting(&self, entries: Vec<Entry>) -> Result<Vec<Entry>, MergeError> {
+        let this = self.clone();
+        blocking(&self.common_dir, move |store| {
+            if let Some(remote) = &this.remote {
+                // Best effort: without it the rebuilt candidate's push is
+                // still the compare-and-swap that keeps a landing single.
+                let _ = store.sync(remote);
+            }
+            this.state.read(store, |index| {
+                let Some(run) = index.run(&this.run)? else {
+                    return Ok::<_, MergeError>(Vec::new());
+                };
+                Ok(entries
+                    .into_iter()
+                    .filter(|e| {
+                        run.tasks
+                            .get(&e.task.id)
+                            .and_then(|t| t.attempts.iter().find(|a| a.n == e.attempt))
+                            .is_some_and(|a| a.is_queued())
+                    })
+                    .collect())
+            })
+        })
+        .await
     }
 
     /// With a remote: brings the local target to the remote's tip
@@ -439,7 +514,9 @@ impl Queue {
             return Ok(());
         };
         let target = self.target.clone();
+        let fence = self.fence.clone();
         blocking(&self.common_dir, move |store| {
+            check_fence(store, &remote, fence.as_ref())?;
             follow_target(store, &remote, &target)
         })
         .await
@@ -730,6 +807,8 @@ impl Queue {
                 .collect();
             let target_ref = this.target_ref();
             if let Some(remote) = &this.remote {
+                // Where a lander frozen past its lease would wake up.
+                crate::failpoint::hit("land.publish");
                 let moves = checkout::begin(store, &target_ref, old, new)?;
                 let published = store.transact_published(
                     |store| {
@@ -738,15 +817,26 @@ impl Queue {
                                 reference: target_ref.clone(),
                             });
                         }
+                        // The candidate is kept here as a local landing
+                        // keeps it; `sync` publishes the keep ref (merging
+                        // other clones' keeps), never this push.
+                        let keep = store.keep_update(
+                            store.ref_target(crate::store::refs::KEEP_REF)?,
+                            &[new],
+                            &format!("landing of run {}", this.run),
+                        )?;
                         Ok((
                             Operation {
                                 events: events.clone(),
-                                refs: vec![RefUpdate::set(
-                                    &target_ref,
-                                    new,
-                                    Expected::At(old),
-                                    &format!("orch: land run {}", this.run),
-                                )],
+                                refs: vec![
+                                    RefUpdate::set(
+                                        &target_ref,
+                                        new,
+                                        Expected::At(old),
+                                        &format!("orch: land run {}", this.run),
+                                    ),
+                                    keep,
+                                ],
                             },
                             (),
                         ))
@@ -754,11 +844,18 @@ impl Queue {
                     |store, updates| {
                         let pushes: Vec<(Oid, String)> = updates
                             .iter()
+                            .filter(|u| u.name != crate::store::refs::KEEP_REF)
                             .filter_map(|u| u.new.map(|n| (n, u.name.clone())))
                             .collect();
-                        match store.push_atomic(remote, &pushes)? {
+                        let fence = this.fence.as_ref().map(|(n, c)| (n.as_str(), *c));
+                        match store.push_fenced(remote, &pushes, fence)? {
                             crate::store::remote::Pushed::Accepted => Ok(true),
-                            pushed if pushed.lost_race() => Ok(false),
+                            pushed if pushed.lost_race() => {
+                                // Lost to a landing elsewhere, or lost the
+                                // claim itself: only the first is retried.
+                                check_fence(store, remote, this.fence.as_ref())?;
+                                Ok(false)
+                            }
                             crate::store::remote::Pushed::Rejected(why) => {
                                 Err(MergeError::PushRefused {
                                     remote: remote.clone(),
@@ -853,10 +950,10 @@ impl Queue {
         Ok(applied)
     }
 
-    /// Finishes the last landing on the target if a process died between
-    /// recording it and moving the target: rolls the target forward when it
-    /// still sits where the landing started, voids the record when someone
-    /// moved it since. Returns a refusal when a checkout of the target is
+    /// Finishes this clone's last landing on the target if a process died
+    /// between recording it and moving the target: rolls the target forward
+    /// when it still sits where the landing started, voids the record when
+    /// someone moved it since. Another clone's landings are never touched. Returns a refusal when a checkout of the target is
     /// dirty (the roll-forward would change the user's files).
     async fn recover(&self) -> Result<Option<String>, MergeError> {
         let this = self.clone();
@@ -867,13 +964,20 @@ impl Queue {
             if let Some(problem) = checkout::recover(store)?.into_iter().next() {
                 return Ok(Some(problem));
             }
+            // Only this clone's own: another clone's landing that is not
+            // here yet (not pushed, not fetched) is that clone's to finish,
+            // and voiding or completing it from here would undo its work.
+            let Some(me) = store.writer_id()? else {
+                return Ok(None); // this clone never recorded anything
+            };
+            let me = me.to_string();
             let found = this.state.read(store, |index| {
-                let Some(run) = index.last_landing_run(&this.target) else {
+                let Some(run) = index.last_landing_run(&this.target, &me) else {
                     return Ok::<_, MergeError>(None);
                 };
                 let last = index
                     .run(&run)?
-                    .map(|r| r.last_landing_on(&this.target))
+                    .map(|r| r.last_landing_on(&this.target, &me))
                     .unwrap_or_default();
                 Ok(Some((run, last)))
             })?;
@@ -935,23 +1039,40 @@ impl Queue {
         let landed = landed.to_vec();
         let _ = blocking(&self.common_dir, move |store| {
             for (e, tip, _) in &landed {
-                let note = format!(
-                    "git-orch landed {}/{}/attempt-{} on {}\nplan: {} revision {} ({})\nstrategy: {}\n",
-                    this.run,
-                    e.task.id,
-                    e.attempt,
-                    this.target,
-                    this.revision.plan.id,
-                    this.revision.revision,
-                    this.revision.hash,
-                    this.strategy.as_str()
-                );
-                let _ = store.set_note(*tip, &note);
+                let note = crate::run::notes::TaskLanding {
+                    run: this.run.as_str(),
+                    task: e.task.id.as_str(),
+                    attempt: e.attempt,
+                    target: &this.target,
+                    plan_id: this.revision.plan.id.as_str(),
+                    revision: this.revision.revision,
+                    plan_hash: &this.revision.hash,
+                    strategy: this.strategy.as_str(),
+                };
+                let _ = crate::run::notes::add_record(store, *tip, &note.record());
             }
             Ok(())
         })
         .await;
     }
+}
+
+/// Fails with [`MergeError::LeaseLost`] once the claim `fence` names is
+/// no longer this clone's on `remote` (read there now, not from a fetch).
+fn check_fence(
+    store: &Store,
+    remote: &str,
+    fence: Option<&(String, Oid)>,
+) -> Result<(), MergeError> {
+    let Some((name, held)) = fence else {
+        return Ok(());
+    };
+    if store.remote_value(remote, name)? == Some(*held) {
+        return Ok(());
+    }
+    Err(MergeError::LeaseLost {
+        claim: name.clone(),
+    })
 }
 
 /// Who approved the plan revision `run` executes, as its approval says.

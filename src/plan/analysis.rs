@@ -32,6 +32,9 @@ pub enum Severity {
     Blocking,
     /// Worth a look; does not block.
     Warning,
+    /// What the plan relies on, said so a person can check it (ownership
+    /// shared by subtasks that the dependencies run one after another).
+    Info,
 }
 
 /// One thing the analysis found.
@@ -69,6 +72,14 @@ pub struct Analysis {
 }
 
 impl Analysis {
+    /// Number of warnings (information not counted).
+    pub fn warnings(&self) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Warning)
+            .count()
+    }
+
     /// Number of blocking findings.
     pub fn blocking(&self) -> usize {
         self.findings
@@ -122,12 +133,15 @@ pub fn analyse(plan: &Plan, paths: &[String], pinch: &[PinchRule]) -> Analysis {
     graph(plan, &mut out);
     let points = super::pinch::present(paths, pinch);
     let locked = super::pinch::locked_manifests(paths, &points);
+    let order = Order::new(plan, &out.order);
     let owners = Owners::compute(plan, paths, pinch, &locked);
-    owners.report(plan, &mut out);
-    pattern_overlaps(plan, &owners, &mut out);
-    let pinch_units = pinch_points(plan, pinch, &owners, &mut out);
-    serial_and_fan_out(plan, &owners, &pinch_units, &mut out);
-    manifests_and_lockfiles(plan, &owners, &pinch_units, &mut out);
+    let mut ordered = OrderedOverlaps::default();
+    owners.report(plan, &order, &mut ordered, &mut out);
+    pattern_overlaps(plan, &owners, &order, &mut ordered, &mut out);
+    ordered.report(plan, &order, &mut out);
+    let pinch_units = pinch_points(plan, pinch, &owners, &order, &mut out);
+    serial_and_fan_out(plan, &owners, &order, &pinch_units, &mut out);
+    manifests_and_lockfiles(plan, &owners, &order, &pinch_units, &mut out);
     review_warnings(plan, paths, &owners, &out.serial.clone(), &mut out);
     out.pinch_points = points;
     out.findings
@@ -224,6 +238,145 @@ fn graph(plan: &Plan, out: &mut Analysis) {
     }
 }
 
+/// What the dependencies order: subtask `i` runs after every subtask in
+/// `reach[i]` has landed (its dependencies, theirs, and so on), so it
+/// starts from a base that holds their work. Two subtasks may own the same
+/// files when one of them runs after the other: they never work at once,
+/// and the later one sees the earlier one's change.
+struct Order {
+    /// Bit sets: `reach[i]` has bit `j` when `i` depends on `j`, directly
+    /// or not.
+    reach: Vec<Vec<u64>>,
+    /// Each subtask's place in the topological order (plan order when the
+    /// graph is broken).
+    position: Vec<usize>,
+}
+
+impl Order {
+    fn new(plan: &Plan, order: &[String]) -> Self {
+        let n = plan.subtasks.len();
+        let words = n.div_ceil(64);
+        let index: HashMap<&str, usize> = plan
+            .subtasks
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let deps: Vec<Vec<usize>> = plan
+            .subtasks
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                s.depends_on
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .filter(|&j| j != i)
+                    .collect()
+            })
+            .collect();
+        let mut reach = vec![vec![0u64; words]; n];
+        let mut position: Vec<usize> = (0..n).collect();
+        if order.len() == n {
+            // Dependencies first: each subtask's set is its dependencies'
+            // sets and themselves.
+            for (pos, id) in order.iter().enumerate() {
+                let i = index[id.as_str()];
+                position[i] = pos;
+                for &d in &deps[i] {
+                    let (done, bit) = (reach[d].clone(), d);
+                    let mine = &mut reach[i];
+                    for (w, v) in mine.iter_mut().zip(done) {
+                        *w |= v;
+                    }
+                    mine[bit / 64] |= 1 << (bit % 64);
+                }
+            }
+        } else {
+            // A broken graph (the check reports it): a walk from each.
+            for (i, set) in reach.iter_mut().enumerate() {
+                let mut stack = deps[i].clone();
+                while let Some(d) = stack.pop() {
+                    if set[d / 64] & (1 << (d % 64)) == 0 {
+                        set[d / 64] |= 1 << (d % 64);
+                        stack.extend(&deps[d]);
+                    }
+                }
+            }
+        }
+        Order { reach, position }
+    }
+
+    /// Whether `a` depends on `b`, directly or not.
+    fn after(&self, a: usize, b: usize) -> bool {
+        self.reach[a][b / 64] & (1 << (b % 64)) != 0
+    }
+
+    /// Whether the dependencies run `a` and `b` one after the other.
+    fn ordered(&self, a: usize, b: usize) -> bool {
+        a != b && (self.after(a, b) || self.after(b, a))
+    }
+
+    /// Whether every two of `set` run one after the other.
+    fn chain(&self, set: &[usize]) -> bool {
+        set.iter()
+            .enumerate()
+            .all(|(n, &a)| set[n + 1..].iter().all(|&b| self.ordered(a, b)))
+    }
+
+    /// `set` in the order the dependencies run it.
+    fn in_order(&self, set: &BTreeSet<usize>) -> Vec<usize> {
+        let mut v: Vec<usize> = set.iter().copied().collect();
+        v.sort_by_key(|&i| self.position[i]);
+        v
+    }
+}
+
+/// Ownership shared by subtasks the dependencies order, grouped by who
+/// shares it: one finding per group of owners, not one per pair.
+#[derive(Default)]
+struct OrderedOverlaps {
+    /// Owners → (existing files shared, examples of the shared paths).
+    groups: BTreeMap<BTreeSet<usize>, (usize, Vec<String>)>,
+    /// New files (from the globs), by path, with who would own them.
+    new_files: BTreeMap<String, BTreeSet<usize>>,
+}
+
+impl OrderedOverlaps {
+    fn report(mut self, plan: &Plan, order: &Order, out: &mut Analysis) {
+        for (path, owners) in std::mem::take(&mut self.new_files) {
+            let e = self.groups.entry(owners).or_default();
+            if e.1.len() < EXAMPLES {
+                e.1.push(path);
+            }
+        }
+        for (owners, (count, examples)) in self.groups {
+            let chain: Vec<String> = order
+                .in_order(&owners)
+                .iter()
+                .map(|&t| plan.subtasks[t].id.to_string())
+                .collect();
+            let what = match (count, examples.as_slice()) {
+                (0, [one]) => format!("the new file {one}"),
+                (0, [first, ..]) => format!("new files such as {first}"),
+                (1, [one, ..]) => one.clone(),
+                (n, [first, ..]) => format!("{n} files such as {first}"),
+                (_, []) => "files".to_owned(),
+            };
+            out.findings.push(finding(
+                "ordered-overlap",
+                Severity::Info,
+                chain.clone(),
+                format!(
+                    "{what}: owned by {} subtasks that run one after another, in dependency order: {}",
+                    chain.len(),
+                    chain.join(" → ")
+                ),
+                serde_json::json!({ "count": count, "examples": examples, "chain": chain }),
+            ));
+        }
+    }
+}
+
 /// A cycle among `left` (nodes Kahn could not order), as a closed walk.
 fn find_cycle(deps: &[Vec<usize>], left: &BTreeSet<usize>) -> Vec<usize> {
     let start = *left.iter().next().expect("a cycle leaves nodes");
@@ -260,6 +413,9 @@ struct Owners {
     task_hits: Vec<usize>,
     /// Overlapping subtask pairs on real files: count and examples.
     pairs: BTreeMap<(usize, usize), (usize, Vec<String>)>,
+    /// Real files owned by more than one subtask, grouped by their owners:
+    /// count and examples.
+    shared: BTreeMap<BTreeSet<usize>, (usize, Vec<String>)>,
     /// Pinch units owned through real files: (kind, unit) → owners.
     pinch_real: BTreeMap<(PinchKind, String), BTreeSet<usize>>,
     /// Locked manifests each subtask owns: subtask → lockfile → manifests.
@@ -304,6 +460,7 @@ impl Owners {
             ownership,
             globs,
             pairs: BTreeMap::new(),
+            shared: BTreeMap::new(),
             pinch_real: BTreeMap::new(),
             manifests: BTreeMap::new(),
         };
@@ -334,6 +491,16 @@ impl Owners {
                 me.task_hits[t] += 1;
             }
             owners.sort_unstable();
+            if owners.len() > 1 {
+                let e = me
+                    .shared
+                    .entry(owners.iter().copied().collect())
+                    .or_default();
+                e.0 += 1;
+                if e.1.len() < EXAMPLES {
+                    e.1.push(path.clone());
+                }
+            }
             for (n, &a) in owners.iter().enumerate() {
                 for &b in &owners[n + 1..] {
                     let e = me.pairs.entry((a, b)).or_default();
@@ -379,8 +546,32 @@ impl Owners {
             .collect()
     }
 
-    fn report(&self, plan: &Plan, out: &mut Analysis) {
+    /// Overlaps on real files: blocking between subtasks that could run
+    /// at once, information (grouped by owners) between subtasks the
+    /// dependencies run one after the other.
+    fn report(
+        &self,
+        plan: &Plan,
+        order: &Order,
+        ordered: &mut OrderedOverlaps,
+        out: &mut Analysis,
+    ) {
+        for (owners, (count, examples)) in &self.shared {
+            let set: Vec<usize> = owners.iter().copied().collect();
+            if order.chain(&set) {
+                let e = ordered.groups.entry(owners.clone()).or_default();
+                e.0 += count;
+                for x in examples {
+                    if e.1.len() < EXAMPLES {
+                        e.1.push(x.clone());
+                    }
+                }
+            }
+        }
         for (&(a, b), (count, examples)) in &self.pairs {
+            if order.ordered(a, b) {
+                continue;
+            }
             let (ia, ib) = (plan.subtasks[a].id.as_str(), plan.subtasks[b].id.as_str());
             out.findings.push(finding(
                 "ownership-overlap",
@@ -403,8 +594,15 @@ impl Owners {
 
 /// Overlaps among paths that do not exist yet, decided from the globs
 /// minus both subtasks' exclusions (only for pairs
-/// [`glob::candidate_pairs`] says can meet).
-fn pattern_overlaps(plan: &Plan, own: &Owners, out: &mut Analysis) {
+/// [`glob::candidate_pairs`] says can meet). Between subtasks the
+/// dependencies order, an overlap is information, grouped by path.
+fn pattern_overlaps(
+    plan: &Plan,
+    own: &Owners,
+    order: &Order,
+    ordered: &mut OrderedOverlaps,
+    out: &mut Analysis,
+) {
     let texts: Vec<String> = own.globs.iter().map(|(_, g)| g.clone()).collect();
     let mut reported: HashSet<(usize, usize)> = HashSet::new();
     let mut unknown: BTreeMap<(usize, usize), (String, String, String)> = BTreeMap::new();
@@ -422,6 +620,11 @@ fn pattern_overlaps(plan: &Plan, own: &Owners, out: &mut Analysis) {
         let excluded = own.exclusions(ta, tb);
         match glob::relate_within(a, b, &excluded, &mut budget) {
             Relation::Disjoint => {}
+            Relation::Overlap { witness } if order.ordered(ta, tb) => {
+                let owners = ordered.new_files.entry(witness).or_default();
+                owners.insert(ta);
+                owners.insert(tb);
+            }
             Relation::Overlap { witness } => {
                 reported.insert(key);
                 unknown.remove(&key);
@@ -439,6 +642,9 @@ fn pattern_overlaps(plan: &Plan, own: &Owners, out: &mut Analysis) {
                     serde_json::json!({ "globs": [a, b], "witness": witness, "count": 0 }),
                 ));
             }
+            // Undecided, but the dependencies run them one after the
+            // other: nothing to warn about either way.
+            Relation::Unknown(_) if order.ordered(ta, tb) => {}
             Relation::Unknown(reason) => {
                 unknown.entry(key).or_insert((a.clone(), b.clone(), reason));
             }
@@ -462,6 +668,7 @@ fn pinch_points(
     plan: &Plan,
     rules: &[PinchRule],
     own: &Owners,
+    order: &Order,
     out: &mut Analysis,
 ) -> BTreeMap<(PinchKind, String), BTreeSet<usize>> {
     let mut units = own.pinch_real.clone();
@@ -500,7 +707,28 @@ fn pinch_points(
         }
     }
     for ((kind, unit), owners) in &units {
-        if owners.len() > 1 {
+        let set: Vec<usize> = owners.iter().copied().collect();
+        if owners.len() > 1 && order.chain(&set) {
+            // One after the other, each serial: the pinch point is never
+            // changed by two at once.
+            let chain: Vec<String> = order
+                .in_order(owners)
+                .iter()
+                .map(|&t| plan.subtasks[t].id.to_string())
+                .collect();
+            out.findings.push(finding(
+                "ordered-pinch",
+                Severity::Info,
+                chain.clone(),
+                format!(
+                    "pinch point {unit} ({}) is owned by {} subtasks that run one after another, each alone: {}",
+                    kind.describe(),
+                    chain.len(),
+                    chain.join(" → ")
+                ),
+                serde_json::json!({ "unit": unit, "kind": kind, "chain": chain }),
+            ));
+        } else if owners.len() > 1 {
             let names: Vec<String> = owners
                 .iter()
                 .map(|&t| plan.subtasks[t].id.to_string())
@@ -524,6 +752,7 @@ fn pinch_points(
 fn serial_and_fan_out(
     plan: &Plan,
     own: &Owners,
+    order: &Order,
     units: &BTreeMap<(PinchKind, String), BTreeSet<usize>>,
     out: &mut Analysis,
 ) {
@@ -542,7 +771,12 @@ fn serial_and_fan_out(
         .filter(|f| f.code == "ownership-overlap")
         .flat_map(|f| f.subtasks.iter())
         .filter_map(|id| plan.subtasks.iter().position(|s| s.id.as_str() == id))
-        .chain(own.pairs.keys().flat_map(|(a, b)| [*a, *b]))
+        .chain(
+            own.pairs
+                .keys()
+                .filter(|(a, b)| !order.ordered(*a, *b))
+                .flat_map(|(a, b)| [*a, *b]),
+        )
         .collect();
     for (t, s) in plan.subtasks.iter().enumerate() {
         let pinched = forced.get(&t);
@@ -597,6 +831,7 @@ fn serial_and_fan_out(
 fn manifests_and_lockfiles(
     plan: &Plan,
     own: &Owners,
+    order: &Order,
     units: &BTreeMap<(PinchKind, String), BTreeSet<usize>>,
     out: &mut Analysis,
 ) {
@@ -632,10 +867,11 @@ fn manifests_and_lockfiles(
         let (first_task, first_manifests) = &without[0];
         let first_id = plan.subtasks[*first_task].id.as_str();
         let example = first_manifests[0].as_str();
-        let owner = units
+        let owner_index = units
             .get(&(PinchKind::Lockfile, lockfile.to_owned()))
             .and_then(|o| o.iter().next())
-            .map(|&o| plan.subtasks[o].id.to_string());
+            .copied();
+        let owner = owner_index.map(|o| plan.subtasks[o].id.to_string());
         let who = if ids.len() == 1 {
             format!("{} owns", ids[0])
         } else {
@@ -644,6 +880,12 @@ fn manifests_and_lockfiles(
         let fix = match &owner {
             None => format!(
                 "to change dependencies, give {lockfile} to the one subtask that makes the change (add \"{lockfile}\" to its owned_globs; it then runs serial_only) and make the subtasks that need the new dependency depend_on it"
+            ),
+            // The lockfile's owner already runs after this subtask:
+            // depending on it would close a cycle; it can make the change
+            // itself, owning the manifest too (an ordered overlap).
+            Some(o) if owner_index.is_some_and(|oi| order.after(oi, *first_task)) => format!(
+                "{lockfile} is owned by {o}, which runs after {first_id}, so make the change there: add \"{example}\" to {o}'s owned_globs"
             ),
             Some(o) => format!(
                 "{lockfile} is owned by {o}, so make the change there: add \"{example}\" to {o}'s owned_globs, add \"!{example}\" to {first_id}'s, and make {first_id} depend_on {o}"
@@ -791,19 +1033,64 @@ fn review_warnings(
             continue;
         }
         let dir = glob::literal_dir(text);
-        if !dirs.contains(dir.as_str()) {
-            let id = plan.subtasks[*t].id.as_str();
-            out.findings.push(finding(
-                "glob-matches-nothing",
-                Severity::Warning,
-                vec![id.into()],
-                format!(
-                    "{id}'s glob {text:?} matches no file and its directory {dir} does not exist: a typo?"
-                ),
-                serde_json::json!({ "glob": text, "directory": dir }),
-            ));
+        if dirs.contains(dir.as_str()) {
+            continue;
         }
+        // A new directory is what many subtasks make; a typo is a name
+        // close to one that exists beside it.
+        let Some((missing, near)) = near_miss(&dir, &dirs) else {
+            continue;
+        };
+        let id = plan.subtasks[*t].id.as_str();
+        out.findings.push(finding(
+            "glob-matches-nothing",
+            Severity::Warning,
+            vec![id.into()],
+            format!(
+                "{id}'s glob {text:?} matches no file, and its directory {missing} does not exist but {near} does: a typo?"
+            ),
+            serde_json::json!({ "glob": text, "directory": missing, "near": near }),
+        ));
     }
+}
+
+/// For a directory that does not exist: its first missing folder, and an
+/// existing folder beside it whose name is within two edits of it (a
+/// likely typo), if there is one.
+fn near_miss(dir: &str, dirs: &HashSet<&str>) -> Option<(String, String)> {
+    let mut parent = String::new();
+    for part in dir.split('/') {
+        let here = if parent.is_empty() {
+            part.to_owned()
+        } else {
+            format!("{parent}/{part}")
+        };
+        if !dirs.contains(here.as_str()) {
+            let prefix = if parent.is_empty() {
+                String::new()
+            } else {
+                format!("{parent}/")
+            };
+            let mut near: Vec<&str> = dirs
+                .iter()
+                .filter_map(|d| d.strip_prefix(prefix.as_str()))
+                .filter(|name| !name.is_empty() && !name.contains('/'))
+                .filter(|name| {
+                    // Short names are near each other by chance.
+                    let allowed = match part.len() {
+                        0..=2 => 0,
+                        3..=5 => 1,
+                        _ => 2,
+                    };
+                    strsim::damerau_levenshtein(name, part) <= allowed && *name != part
+                })
+                .collect();
+            near.sort_unstable();
+            return near.first().map(|n| (here.clone(), format!("{prefix}{n}")));
+        }
+        parent = here;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -1148,6 +1435,115 @@ mod tests {
     }
 
     #[test]
+    fn overlaps_between_subtasks_the_dependencies_order_are_information() {
+        // A chain a → b → c all editing the changelog; c and d (after c)
+        // a new file; e beside them all.
+        let t: Vec<Spec> = vec![
+            ("a", &["src/a/**", "CHANGELOG.md"], "make a", &[], false),
+            ("b", &["src/b/**", "CHANGELOG.md"], "make b", &["a"], false),
+            (
+                "c",
+                &["src/c/**", "CHANGELOG.md", "src/new.rs"],
+                "make c",
+                &["b"],
+                false,
+            ),
+            ("d", &["src/d/**", "src/new.rs"], "make d", &["c"], false),
+            ("e", &["src/e/**"], "make e", &[], false),
+        ];
+        let files = paths(&["CHANGELOG.md", "src/a/x", "src/b/x", "src/c/x", "src/d/x"]);
+        let a = analyse(&plan(&t), &files, &rules());
+        assert_eq!(a.blocking(), 0, "{:?}", a.findings);
+        let ordered: Vec<&Finding> = a
+            .findings
+            .iter()
+            .filter(|f| f.code == "ordered-overlap")
+            .collect();
+        // One finding per group of owners, not one per pair.
+        assert_eq!(ordered.len(), 2, "{ordered:?}");
+        let changelog = ordered
+            .iter()
+            .find(|f| f.details["examples"][0] == "CHANGELOG.md")
+            .expect("the changelog");
+        assert_eq!(changelog.subtasks, ["a", "b", "c"]);
+        assert_eq!(changelog.severity, Severity::Info);
+        assert!(
+            changelog.message.contains("a → b → c"),
+            "{}",
+            changelog.message
+        );
+        let new = ordered
+            .iter()
+            .find(|f| f.details["examples"][0] == "src/new.rs")
+            .expect("the new file");
+        assert_eq!(new.subtasks, ["c", "d"]);
+        // a is still independent; the overlap does not hide it.
+        assert!(
+            a.independent.contains(&"a".to_owned()),
+            "{:?}",
+            a.independent
+        );
+
+        // Without the order, the same overlap blocks, pair by pair.
+        let t: Vec<Spec> = vec![
+            ("a", &["src/a/**", "CHANGELOG.md"], "make a", &[], false),
+            ("b", &["src/b/**", "CHANGELOG.md"], "make b", &["a"], false),
+            ("c", &["src/c/**", "CHANGELOG.md"], "make c", &[], false),
+        ];
+        let a = analyse(&plan(&t), &files, &rules());
+        let blocking: Vec<&Vec<String>> = a
+            .findings
+            .iter()
+            .filter(|f| f.code == "ownership-overlap")
+            .map(|f| &f.subtasks)
+            .collect();
+        assert_eq!(
+            blocking,
+            [
+                &vec!["a".to_owned(), "c".to_owned()],
+                &vec!["b".to_owned(), "c".to_owned()]
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pinch_point_shared_by_ordered_subtasks_runs_serial_without_blocking() {
+        let t: Vec<Spec> = vec![
+            ("a", &["src/a/**", "Cargo.lock"], "make a", &[], false),
+            ("b", &["src/b/**", "Cargo.lock"], "make b", &["a"], false),
+            ("c", &["src/c/**"], "make c", &[], false),
+        ];
+        let files = paths(&["Cargo.lock", "Cargo.toml", "src/a/x", "src/b/x", "src/c/x"]);
+        let a = analyse(&plan(&t), &files, &rules());
+        assert_eq!(a.blocking(), 0, "{:?}", a.findings);
+        assert!(codes(&a).contains(&"ordered-pinch"), "{:?}", a.findings);
+        assert_eq!(a.serial, ["a", "b"]);
+        // Unordered, it blocks as before.
+        let t: Vec<Spec> = vec![
+            ("a", &["src/a/**", "Cargo.lock"], "make a", &[], false),
+            ("b", &["src/b/**", "Cargo.lock"], "make b", &[], false),
+        ];
+        let a = analyse(&plan(&t), &files, &rules());
+        assert!(codes(&a).contains(&"pinch-shared"), "{:?}", a.findings);
+    }
+
+    #[test]
+    fn a_new_directory_is_not_taken_for_a_typo() {
+        let mut t = three_clean();
+        t[0].1 = &["docs/guide/intro.md"];
+        let a = analyse(
+            &plan(&t),
+            &paths(&["src/a/x", "src/b/x", "src/c/x"]),
+            &rules(),
+        );
+        assert!(
+            !codes(&a).contains(&"glob-matches-nothing"),
+            "{:?}",
+            a.findings
+        );
+    }
+
+    #[test]
     fn typo_globs_warn_only_when_the_directory_is_missing() {
         let mut t = three_clean();
         t[0].1 = &["scr/a/**"];
@@ -1341,6 +1737,30 @@ mod tests {
         assert_eq!(f.details["owner"], "lock");
         assert!(
             f.message.contains("add \"!crates/b/Cargo.toml\" to b's"),
+            "{}",
+            f.message
+        );
+        // When the lockfile's owner already runs after b, "make b depend
+        // on it" would close a cycle: the fix is the owner's alone.
+        let t = vec![
+            ("b", &["crates/b/**"][..], "cargo test -p b", &[][..], false),
+            (
+                "lock",
+                &["Cargo.lock"][..],
+                "cargo check --locked",
+                &["b"][..],
+                false,
+            ),
+        ];
+        let a = analyse(&plan(&t), &tree, &rules());
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "manifest-lockfile")
+            .unwrap_or_else(|| panic!("{:?}", a.findings));
+        assert!(!f.message.contains("depend_on"), "{}", f.message);
+        assert!(
+            f.message.contains("lock, which runs after b"),
             "{}",
             f.message
         );

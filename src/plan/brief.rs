@@ -391,7 +391,7 @@ pub fn findings_text(analysis: &Analysis) -> Vec<String> {
         for f in analysis.findings.iter().filter(|f| f.severity == severity) {
             let label = match severity {
                 Severity::Blocking => "blocking",
-                Severity::Warning => "warning",
+                Severity::Warning | Severity::Info => "warning",
             };
             lines.push(format!("- {label} [{}] {}", f.code, f.message));
         }

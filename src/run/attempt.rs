@@ -1035,6 +1035,10 @@ async fn record_end_of(
     let verdicts = stack.verdicts.clone();
     let agent = spec.name.clone();
     let commit = committed.commit;
+    // An attempt that changed nothing has the commit it started from as
+    // its result: a landed commit, or the previous attempt's result,
+    // whose records are not this attempt's to write over.
+    let made_here = commit != job.base && Some(commit) != job.start;
     blocking(&ctx, move |store| {
         let mut events: Vec<Event> = verdicts
             .iter()
@@ -1050,10 +1054,20 @@ async fn record_end_of(
         if secrets_clean {
             store.keep(&[commit], &format!("{}/{task}/attempt-{n}", c.run))?;
         }
-        let note =
-            super::control::note_text(&c, &task, n, &agent, &verdicts, outcome, failure.as_ref());
-        // Notes are derived; failing to write one does not fail the attempt.
-        let _ = store.set_note(commit, &note);
+        if made_here {
+            let note = super::control::note_text(
+                &c,
+                &task,
+                n,
+                &agent,
+                &verdicts,
+                outcome,
+                failure.as_ref(),
+            );
+            // Notes are derived; failing to write one does not fail the
+            // attempt.
+            let _ = super::notes::add_record(store, commit, &note);
+        }
         events.push(Event::AttemptFinished {
             run_id: c.run.clone(),
             task,

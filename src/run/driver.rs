@@ -48,6 +48,17 @@ pub enum DriveOutcome {
     Interrupted,
     /// The merge queue refused to land (a dirty checkout of the target).
     LandingRefused(String),
+    /// git-orch cannot do its own work here: the disk is full, or the same
+    /// failure inside git-orch repeats attempt after attempt. Retrying
+    /// would only repeat it; the run stops until someone fixes the cause.
+    Broken(String),
+}
+
+/// Whether an error's text says the disk is full (`ENOSPC`, from git-orch
+/// itself or a git it ran): nothing git-orch does can succeed until space
+/// is freed.
+pub fn disk_full(text: &str) -> bool {
+    text.contains("No space left on device") || text.contains("os error 28")
 }
 
 /// Drives `ctx`'s run until every task has ended or it must stop.
@@ -60,36 +71,23 @@ pub async fn drive(
     let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| RunError::Internal(format!("cannot watch SIGTERM: {e}")))?;
     loop {
-        // Report what has ended before acting on the state it left: a
-        // landing's record is in the log before its report, and the
-        // dependent it frees must not be shown starting first.
-        driver.report_ended()?;
-        let run = driver.read_run()?;
-        driver.forward_cancels(&run);
-        let run = if driver.judge_rounds(&run)? {
-            driver.read_run()?
-        } else {
-            run
-        };
-        if driver.stop.is_none() {
-            driver.check_limits(&run)?;
-        }
-        if driver.stop.is_none() {
-            driver.dispatch(&run)?;
-        }
-        driver.start_landing(&run);
-        if driver.live.is_empty() && driver.landings.is_empty() && driver.cleanups.is_empty() {
-            if let Some(outcome) = driver.stop.take() {
-                return Ok(outcome);
+        match driver.turn(&mut sigterm).await {
+            Ok(Some(outcome)) => return Ok(outcome),
+            Ok(None) => {}
+            // The disk is full: every write fails from here on. Stop the
+            // agents, wait for them, and say so once.
+            Err(e) if disk_full(&e.to_string()) => {
+                return Ok(driver.break_down(e.to_string()).await);
             }
-            if let Some(outcome) = driver.finish_if_done()? {
-                return Ok(outcome);
-            }
-            continue;
+            Err(e) => return Err(e),
         }
-        driver.wait(&mut sigterm).await?;
     }
 }
+
+/// Attempts in a row that failed inside git-orch itself (class
+/// `internal`, a panic included) after which the run stops: the same
+/// failure of git-orch's own work does not go away by retrying.
+const INTERNAL_IN_A_ROW: u32 = 3;
 
 /// An attempt running under this driver.
 struct Live {
@@ -122,9 +120,16 @@ struct Driver<'p> {
     /// cleanup`), while the run goes on.
     cleanups: JoinSet<()>,
     stop: Option<DriveOutcome>,
-    /// Attempts in a row whose task panicked: a bug that repeats stops
-    /// the run like the circuit breaker, even before anything is recorded.
-    panics: u32,
+    /// Attempts in a row that failed inside git-orch (a panic, an
+    /// internal error, an end that could not even be recorded): a failure
+    /// that repeats stops the run, whatever the log could record of it.
+    internal: u32,
+    /// The attempts waiting to land when a landing last landed nothing and
+    /// failed nothing: no new landing starts until that set changes (a
+    /// landing that cannot progress is not retried in a loop).
+    stuck_landing: Option<Vec<(TaskId, u32)>>,
+    /// The attempts waiting when the landing in flight started.
+    landing_set: Vec<(TaskId, u32)>,
     /// Tasks whose landing is known to whoever watches: landed before this
     /// driver started, or reported since. A task that depends on a landing
     /// recorded but not reported yet (its landing task is still writing
@@ -173,7 +178,9 @@ impl<'p> Driver<'p> {
             landings: JoinSet::new(),
             cleanups: JoinSet::new(),
             stop: None,
-            panics: 0,
+            internal: 0,
+            stuck_landing: None,
+            landing_set: Vec::new(),
             shown_landed: BTreeSet::new(),
         };
         let run = driver.read_run()?;
@@ -184,6 +191,63 @@ impl<'p> Driver<'p> {
             abandoned,
         });
         Ok(driver)
+    }
+
+    /// One turn of the drive: take in what ended, decide, act, wait.
+    /// `Some` when the drive is over.
+    async fn turn(
+        &mut self,
+        sigterm: &mut tokio::signal::unix::Signal,
+    ) -> Result<Option<DriveOutcome>, RunError> {
+        // Report what has ended before acting on the state it left: a
+        // landing's record is in the log before its report, and the
+        // dependent it frees must not be shown starting first.
+        self.report_ended()?;
+        let run = self.read_run()?;
+        self.forward_cancels(&run);
+        let run = if self.judge_rounds(&run)? {
+            self.read_run()?
+        } else {
+            run
+        };
+        if self.stop.is_none() {
+            self.check_limits(&run)?;
+        }
+        if self.stop.is_none() {
+            self.dispatch(&run)?;
+        }
+        self.start_landing(&run);
+        if self.live.is_empty() && self.landings.is_empty() && self.cleanups.is_empty() {
+            if let Some(outcome) = self.stop.take() {
+                return Ok(Some(outcome));
+            }
+            if let Some(outcome) = self.finish_if_done()? {
+                return Ok(Some(outcome));
+            }
+            // Nothing runs and nothing could start: wait (a second, or a
+            // signal) for what changes that, never spin.
+        }
+        self.wait(sigterm).await?;
+        Ok(None)
+    }
+
+    /// Stops the run because git-orch cannot do its own work here: every
+    /// agent is stopped and waited for (their attempts record themselves
+    /// where the disk allows; the next start records the rest), the stop is
+    /// recorded where it can be, and the outcome says why once.
+    async fn break_down(&mut self, why: String) -> DriveOutcome {
+        self.cancel_all.cancel();
+        while let Some(done) = self.running.join_next_with_id().await {
+            let _ = self.attempt_ended(done);
+        }
+        while self.landings.join_next().await.is_some() {}
+        while self.cleanups.join_next().await.is_some() {}
+        let _ = self.store.append(vec![Event::RunStopped {
+            run_id: self.ctx.run.clone(),
+            reason: StopReason::Breaker,
+            detail: why.clone(),
+        }]);
+        DriveOutcome::Broken(why)
     }
 
     /// The run as the log tells it now.
@@ -369,10 +433,20 @@ impl<'p> Driver<'p> {
             self.stop,
             Some(DriveOutcome::Interrupted | DriveOutcome::LandingRefused(_))
         );
-        if may_land && self.landings.is_empty() && self.queued(run) {
+        if may_land && self.landings.is_empty() && self.queued(run) && !self.stuck(run) {
+            self.landing_set = waiting_set(run);
             self.landings
                 .spawn((self.lander)(self.cancel_all.child_token()));
         }
+    }
+
+    /// Whether the last landing could do nothing with exactly the attempts
+    /// that wait now (their dependencies have not landed, say): another
+    /// one would not either.
+    fn stuck(&self, run: &RunState) -> bool {
+        self.stuck_landing
+            .as_ref()
+            .is_some_and(|set| *set == waiting_set(run))
     }
 
     /// Whether an attempt waits in the queue that may land now: passed,
@@ -420,7 +494,15 @@ impl<'p> Driver<'p> {
     fn finish_if_done(&mut self) -> Result<Option<DriveOutcome>, RunError> {
         let run = self.read_run()?;
         let plan = self.ctx.plan();
-        if self.queued(&run) || !schedule::ready_tasks(&run, plan).is_empty() {
+        let landable = self.queued(&run) && !self.stuck(&run);
+        if landable || !schedule::ready_tasks(&run, plan).is_empty() {
+            return Ok(None);
+        }
+        // An attempt whose end could not be recorded (the disk was full)
+        // is open in the log though nothing runs it: it is recorded
+        // abandoned, and its task dispatched again, before the run may
+        // finish; a finished run never shows a live task.
+        if abandon_orphans(&self.store, &run)? > 0 {
             return Ok(None);
         }
         let summary = summarize(&run, plan);
@@ -473,7 +555,14 @@ impl<'p> Driver<'p> {
         let (task, n, outcome, reason) = match done {
             Ok((id, end)) => {
                 self.tasks.remove(&id);
-                self.panics = 0;
+                match &end.failure {
+                    Some(f) if f.class == FailureClass::Internal => {
+                        self.internal_failure(&f.reason)?;
+                    }
+                    // Stopped by this driver: says nothing of git-orch's work.
+                    Some(f) if f.class == FailureClass::Interrupted => {}
+                    _ => self.internal = 0,
+                }
                 (end.task, end.n, end.outcome, end.failure.map(|f| f.reason))
             }
             Err(e) => {
@@ -501,18 +590,7 @@ impl<'p> Driver<'p> {
                         failure: Some(failure.clone()),
                     }])?;
                 }
-                self.panics += 1;
-                if self.panics >= self.ctx.run_settings.breaker_failures && self.stop.is_none() {
-                    let why = format!("{} attempts in a row failed inside git-orch", self.panics);
-                    (self.progress)(Progress::Stopping(format!("circuit breaker: {why}")));
-                    self.store.append(vec![Event::RunStopped {
-                        run_id: self.ctx.run.clone(),
-                        reason: StopReason::Breaker,
-                        detail: why.clone(),
-                    }])?;
-                    self.cancel_all.cancel();
-                    self.stop = Some(DriveOutcome::Breaker(why));
-                }
+                self.internal_failure(&failure.reason)?;
                 (task, n, Outcome::Failed, Some(failure.reason))
             }
         };
@@ -531,6 +609,37 @@ impl<'p> Driver<'p> {
         Ok(())
     }
 
+    /// An attempt failed inside git-orch: a full disk stops the run at
+    /// once, any other such failure once it repeats
+    /// [`INTERNAL_IN_A_ROW`] times (or the breaker's own count, if lower).
+    fn internal_failure(&mut self, reason: &str) -> Result<(), RunError> {
+        self.internal += 1;
+        if self.stop.is_some() {
+            return Ok(());
+        }
+        let limit = INTERNAL_IN_A_ROW.min(self.ctx.run_settings.breaker_failures.max(1));
+        let why = if disk_full(reason) {
+            format!("the disk is full: {reason}")
+        } else if self.internal >= limit {
+            format!(
+                "{} attempts in a row failed inside git-orch; the last: {reason}",
+                self.internal
+            )
+        } else {
+            return Ok(());
+        };
+        (self.progress)(Progress::Stopping(why.clone()));
+        // Best effort: the disk may not take it; the outcome says it anyway.
+        let _ = self.store.append(vec![Event::RunStopped {
+            run_id: self.ctx.run.clone(),
+            reason: StopReason::Breaker,
+            detail: why.clone(),
+        }]);
+        self.cancel_all.cancel();
+        self.stop = Some(DriveOutcome::Broken(why));
+        Ok(())
+    }
+
     fn landing_ended(
         &mut self,
         done: Result<Result<LandReport, String>, tokio::task::JoinError>,
@@ -540,6 +649,9 @@ impl<'p> Driver<'p> {
             Ok(Err(e)) => return Err(RunError::Merge(e)),
             Err(e) => return Err(RunError::Merge(panic_message(e))),
         };
+        let progressed =
+            !(report.landed.is_empty() && report.failed.is_empty() && report.refused.is_none());
+        self.stuck_landing = (!progressed).then(|| std::mem::take(&mut self.landing_set));
         let mut landed = Vec::new();
         for a in report.landed {
             if let Some((task, n)) = a.rsplit_once('/')
@@ -660,6 +772,14 @@ fn panic_message(e: tokio::task::JoinError) -> String {
             .unwrap_or_else(|| "a panic".into()),
         Err(e) => e.to_string(),
     }
+}
+
+/// The attempts that have passed and wait to land.
+fn waiting_set(run: &RunState) -> Vec<(TaskId, u32)> {
+    run.attempts()
+        .filter(|(_, a)| a.is_queued())
+        .map(|(t, a)| (t.clone(), a.n))
+        .collect()
 }
 
 /// Tasks whose latest attempt has landed.

@@ -12,6 +12,7 @@ pub mod attempt;
 pub mod control;
 pub mod driver;
 pub mod follow;
+pub mod notes;
 pub mod progress;
 pub mod prompt;
 pub mod schedule;
@@ -93,6 +94,17 @@ pub enum RunError {
     /// its run is not here yet.
     #[error("another clone started plan {plan} at the same moment")]
     StartRace { plan: PlanId },
+    /// Workers start every attempt from what the remote has: a base only
+    /// this clone has would fail or fork every one of them.
+    #[error("the run's base {base} is not on {remote}/{target}: workers could not start from it")]
+    BaseNotPublished {
+        base: String,
+        remote: String,
+        target: String,
+    },
+    /// A run for workers with no remote to share it through.
+    #[error("a run for workers needs a remote they share, and this clone has none set")]
+    NoSharedRemote,
     #[error("{remote} refused the start of run {run}: {why}")]
     StartRefused {
         remote: String,
@@ -339,6 +351,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             tip
         }
     };
+    if opts.start_only && resume.is_none() && !opts.dry_run {
+        refuse_unpublished(store, remote.as_deref(), &target, base)?;
+    }
     let settings = settings_at(store, base)?;
     let warnings = if opts.dry_run || resume.is_some() {
         Vec::new()
@@ -488,11 +503,36 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
 }
 
 /// The remote this clone shares state through, if `init --remote` set one.
-fn sharing_remote(store: &Store) -> Result<Option<String>, StoreError> {
+pub fn sharing_remote(store: &Store) -> Result<Option<String>, StoreError> {
     match store.config_get("orch.remote")? {
         Some(r) if store.config_get(&format!("remote.{r}.url"))?.is_some() => Ok(Some(r)),
         _ => Ok(None),
     }
+}
+
+/// Refuses to record a run for workers whose base is not on the sharing
+/// remote's target branch (fetched now): workers start every attempt from
+/// the remote's target, and a base only this clone has makes each of them
+/// conflict, or land on top of commits nobody pushed.
+fn refuse_unpublished(
+    store: &Store,
+    remote: Option<&str>,
+    target: &str,
+    base: Oid,
+) -> Result<(), RunError> {
+    let remote = remote.ok_or(RunError::NoSharedRemote)?;
+    let published = match store.fetch_branch(remote, target)? {
+        Some(tip) => store.is_ancestor(base, tip)?,
+        None => false,
+    };
+    if published {
+        return Ok(());
+    }
+    Err(RunError::BaseNotPublished {
+        base: base.to_string(),
+        remote: remote.to_owned(),
+        target: target.to_owned(),
+    })
 }
 
 /// Closes an unfinished run of an older revision, so it is never resumed
@@ -935,7 +975,7 @@ pub fn retries_for(run: &RunState, sub: &crate::plan::Subtask) -> u32 {
     sub.retries.unwrap_or(run.settings.retries)
 }
 
-pub use driver::{DriveOutcome, drive};
+pub use driver::{DriveOutcome, disk_full, drive};
 
 /// The plan revision a run executes.
 pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> {

@@ -14,17 +14,22 @@
 //! The cache lives under `.git/orch/state/`: `index.json` (the tips it
 //! covers, the unfinished runs, the newest finished one, the newest
 //! landing per target, unreadable records, and the names of the catalog's
-//! shards), `runs/<hash>.json` (one run's records) and
+//! shards), `runs/<run>.<hash>.json` (one run's records) and
 //! `catalog/<hash>.json` (the [`Value`]s readers look up by key: finished
 //! runs, which run landed a commit, gated a tree or owns a branch). What a
 //! reader touches stays the same size however long the history grows. Run
 //! files and shards are named by their content and written before the
 //! index that names them, which is renamed into place, so a reader always
 //! sees a consistent snapshot and two processes saving at once cannot mix
-//! theirs.
+//! theirs. Each save (one at a time) removes what the newest index no
+//! longer names once it has been unnamed for a grace period, so the cache
+//! holds one copy of each run, not one per save; a reader whose files
+//! were removed anyway reads the newest index again
+//! ([`StateIndex::recovering`]).
 //! The cache is never the truth: it is keyed by the tips it was built
 //! from, a ref that moved anywhere but forward (entries removed or
-//! replaced) or disappeared makes it rebuild from the log, and deleting the
+//! replaced), disappeared, or whose folded tip cannot be read any more
+//! (pruned after a reset) makes it rebuild from the log, and deleting the
 //! folder only costs one full read.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -38,8 +43,24 @@ use crate::ids::{PlanId, RunId, WriterId};
 use crate::store::log::{Entry, Found, Problem};
 use crate::store::{Oid, Store, StoreError};
 
-/// The cache format; a cache of another format is rebuilt.
-const CACHE_FORMAT: u32 = 2;
+/// A record's place in the global order: (clock, writer, seq).
+type Order = (u64, String, u64);
+
+/// The cache format; a cache of another format is rebuilt. (4: run files
+/// are named `<run>.<hash>.json`, and the last landing on a target is kept
+/// per writer.)
+const CACHE_FORMAT: u32 = 4;
+/// How long a cache file no index names any more is kept: a reader that
+/// loaded an index naming it a moment before it was retired still finds
+/// it. One that finds it gone anyway reads the newest index again (see
+/// [`StateIndex::recovering`]).
+const GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a save waits for another process's save before leaving its
+/// work for a later one (the cache is only an optimisation).
+const SAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// The lock a save holds while it writes files, replaces `index.json` and
+/// removes what that index no longer names.
+const SAVE_LOCK: &str = "lock";
 /// Records folded since the last save after which a refresh saves on its
 /// own, so short-lived readers rarely redo much of each other's work.
 const SAVE_AFTER: usize = 64;
@@ -247,8 +268,9 @@ struct IndexFile {
     /// all.
     other_events: u64,
     events: u64,
-    /// target → (order, run) of the newest landing on it.
-    last_landing: BTreeMap<String, ((u64, String, u64), RunId)>,
+    /// target → writer → (order, run) of the newest landing that writer
+    /// recorded on it: a clone completes or voids only its own.
+    last_landings: BTreeMap<String, BTreeMap<String, (Order, RunId)>>,
     /// The catalog's shard files, by shard number.
     shards: BTreeMap<usize, String>,
     /// Catalog entries not yet folded into their shards.
@@ -259,6 +281,12 @@ struct IndexFile {
 /// The folded state of the log, incrementally maintained.
 #[derive(Debug)]
 pub struct StateIndex {
+    /// The repository whose log this folds, for reading it again when a
+    /// cache file this index names is gone (another process's save
+    /// removed it) or damaged.
+    source: Source,
+    /// The cache file a read just found gone or unreadable.
+    gone: Option<PathBuf>,
     dir: PathBuf,
     file: IndexFile,
     tips: BTreeMap<String, Oid>,
@@ -275,34 +303,55 @@ pub struct StateIndex {
     read_only: bool,
 }
 
+/// A handle of the repository an index folds.
+struct Source(Store);
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Source").field(&self.0.common_dir()).finish()
+    }
+}
+
 impl StateIndex {
     /// The index of `store`'s log, brought up to date. Starts from the
     /// cache when there is a usable one.
     pub fn open(store: &Store) -> Result<Self, StoreError> {
+        let (mut index, usable) = Self::load(store);
+        crate::failpoint::hit("state.index-read");
+        index.recovering(|ix| {
+            if usable {
+                ix.refresh_inner(store).map(drop)
+            } else {
+                let tips = store.log_tips()?.into_iter().collect();
+                ix.rebuild(store, tips)
+            }
+        })?;
+        Ok(index)
+    }
+
+    /// The newest saved index of `store`'s log as it is on disk, not
+    /// brought up to date, and whether it was usable (else it is empty).
+    fn load(store: &Store) -> (Self, bool) {
         let dir = store.orch_dir().join("state");
         let file = std::fs::read(dir.join("index.json"))
             .ok()
             .and_then(|bytes| serde_json::from_slice::<IndexFile>(&bytes).ok())
             .filter(|f| f.format == CACHE_FORMAT);
         let usable = file.is_some();
-        let mut index = Self::new(dir, file.unwrap_or_default());
+        let mut index = Self::new(dir, file.unwrap_or_default(), Source(store.handle()));
         index.read_only = store.is_view();
-        if usable {
-            index.refresh(store)?;
-        } else {
-            let tips = store.log_tips()?.into_iter().collect();
-            index.rebuild(store, tips)?;
-        }
-        Ok(index)
+        (index, usable)
     }
 
-    fn new(dir: PathBuf, file: IndexFile) -> Self {
+    fn new(dir: PathBuf, file: IndexFile, source: Source) -> Self {
         let tips = file
             .tips
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), Oid::from_hex(v.as_bytes()).ok()?)))
             .collect();
         Self {
+            source,
+            gone: None,
             dir,
             file,
             tips,
@@ -315,9 +364,61 @@ impl StateIndex {
         }
     }
 
+    /// Runs `f`, a read of this index; when it finds a cache file this
+    /// index names gone (another process's save removed it once a newer
+    /// index stopped naming it) or unreadable, starts again from the newest
+    /// saved index brought up to date, and then, should that fail the same
+    /// way, from the log itself (everything in memory), and runs `f` again.
+    /// What the index had folded and not saved is read again from the log:
+    /// nothing is lost, and a read never fails for the cache's sake.
+    fn recovering<T>(
+        &mut self,
+        mut f: impl FnMut(&mut Self) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        for from_log in [false, true] {
+            match f(self) {
+                Err(_) if self.gone.take().is_some() => self.start_again(from_log)?,
+                done => return done,
+            }
+        }
+        let done = f(self);
+        self.gone = None;
+        done
+    }
+
+    /// Replaces this index by the newest saved one brought up to date
+    /// (or, `from_log`, by a rebuild from the log).
+    fn start_again(&mut self, from_log: bool) -> Result<(), StoreError> {
+        let store = self.source.0.handle();
+        let (mut fresh, usable) = Self::load(&store);
+        if usable && !from_log {
+            let caught_up = fresh.refresh_inner(&store);
+            if caught_up.is_err() {
+                fresh.unsaved = 0;
+                return if fresh.gone.is_some() {
+                    self.start_again(true)
+                } else {
+                    caught_up.map(drop)
+                };
+            }
+        } else {
+            let tips = store.log_tips()?.into_iter().collect();
+            fresh.rebuild(&store, tips)?;
+        }
+        // What this one folded and did not save is in `fresh` too, read
+        // again from the log; never save the old one over it.
+        self.unsaved = 0;
+        *self = fresh;
+        Ok(())
+    }
+
     /// Folds what the log gained since the last refresh. Returns whether
     /// anything changed.
     pub fn refresh(&mut self, store: &Store) -> Result<bool, StoreError> {
+        self.recovering(|ix| ix.refresh_inner(store))
+    }
+
+    fn refresh_inner(&mut self, store: &Store) -> Result<bool, StoreError> {
         let now: BTreeMap<String, Oid> = store.log_tips()?.into_iter().collect();
         if now == self.tips {
             return Ok(false);
@@ -330,15 +431,16 @@ impl StateIndex {
                 if old == Some(*tip) {
                     continue;
                 }
-                // A cached tip that can no longer be read (a repair moved
-                // the ref back past it) is no base to fold from.
-                if old.is_some_and(|o| store.tip_tree(o).is_err()) {
+                // A tip folded before that cannot be read any more (the ref
+                // was set back and `git gc` pruned it, or objects were lost
+                // and the ref repaired) cannot be compared with: like a ref
+                // moved other than forward, start over from every ref as it
+                // is, which never needs the old tips. (Damage at the tip
+                // itself is met again there, and named.)
+                let Ok(changes) = store.log_changes(name, old, *tip) else {
                     rebuild = true;
                     break;
-                }
-                let changes = store
-                    .log_changes(name, old, *tip)
-                    .map_err(|e| e.at_ref(name))?;
+                };
                 if !changes.lost.is_empty() {
                     // Not append-only: start over from every ref as it is.
                     rebuild = true;
@@ -346,9 +448,10 @@ impl StateIndex {
                 }
                 // What commits git-orch did not write add is not folded:
                 // it may be a forgery made with plain git.
-                let forged = store
-                    .check_log_commits(name, old, *tip)
-                    .map_err(|e| e.at_ref(name))?;
+                let Ok(forged) = store.check_log_commits(name, old, *tip) else {
+                    rebuild = true;
+                    break;
+                };
                 let trusted = trusted_below(&forged);
                 added.extend(
                     changes
@@ -372,7 +475,7 @@ impl StateIndex {
         self.fold_in(entries)?;
         self.changed = true;
         if self.unsaved >= SAVE_AFTER {
-            self.save()?;
+            self.save_inner()?;
         }
         Ok(true)
     }
@@ -383,21 +486,40 @@ impl StateIndex {
         // Logs with commits git-orch did not write are not folded (see
         // `refresh`).
         for (name, tip) in &tips {
-            let forged = store
-                .check_log_commits(name, None, *tip)
-                .map_err(|e| e.at_ref(name))?;
+            // A log whose objects are missing or unreadable (a crash, a
+            // prune) stops the command with the repair to run: folding
+            // around it would forget what this clone did and redo it. A
+            // log whose commits cannot all be read otherwise is not
+            // trusted at all (`read_log` reported what it could not read);
+            // the others still count.
+            let forged = match store.check_log_commits(name, None, *tip) {
+                Ok(forged) => forged,
+                Err(e) => match e.at_ref(name) {
+                    damaged @ StoreError::Damaged { .. } => return Err(damaged.into()),
+                    e => vec![Problem {
+                        reference: name.clone(),
+                        seq: None,
+                        path: tip.to_string(),
+                        reason: format!("its commits cannot all be read: {e}"),
+                    }],
+                },
+            };
             let trusted = trusted_below(&forged);
             view.entries
                 .retain(|e| e.reference != *name || e.record.seq < trusted);
             view.problems.extend(forged);
         }
         let read_only = self.read_only;
+        let source = Source(self.source.0.handle());
+        // Nothing of the old state is kept, nor saved on its way out.
+        self.unsaved = 0;
         *self = Self::new(
             self.dir.clone(),
             IndexFile {
                 format: CACHE_FORMAT,
                 ..Default::default()
             },
+            source,
         );
         self.read_only = read_only;
         // Nothing of the old catalog is trusted: every shard is rewritten.
@@ -408,7 +530,7 @@ impl StateIndex {
         self.add_problems(view.problems);
         self.fold_in(view.entries)?;
         self.changed = true;
-        self.save()
+        self.save_inner()
     }
 
     fn add_problems(&mut self, problems: Vec<Problem>) {
@@ -429,16 +551,11 @@ impl StateIndex {
                 self.catalog_put(key, value);
             }
             if let Event::Landed { run_id, target, .. } = &e.record.event {
-                let order = (e.record.clock, e.record.writer.to_string(), e.record.seq);
-                let newer = self
-                    .file
-                    .last_landing
-                    .get(target)
-                    .is_none_or(|(o, _)| order > *o);
-                if newer {
-                    self.file
-                        .last_landing
-                        .insert(target.clone(), (order, run_id.clone()));
+                let writer = e.record.writer.to_string();
+                let order = (e.record.clock, writer.clone(), e.record.seq);
+                let by_writer = self.file.last_landings.entry(target.clone()).or_default();
+                if by_writer.get(&writer).is_none_or(|(o, _)| order > *o) {
+                    by_writer.insert(writer, (order, run_id.clone()));
                 }
             }
             let stored = Stored {
@@ -451,7 +568,7 @@ impl StateIndex {
             }
         }
         for (run, records) in by_run {
-            let previous = self.brief(&run)?;
+            let previous = self.brief_inner(&run)?;
             let slot = self.slot_with(&run, previous.as_ref())?;
             if slot.add(records) == 0 {
                 continue;
@@ -556,7 +673,7 @@ impl StateIndex {
             return Ok(());
         }
         let mut shard: Shard = match self.file.shards.get(&n) {
-            Some(name) => read_json(&self.dir.join("catalog").join(name), &self.dir)?,
+            Some(name) => self.read_cached(&self.dir.join("catalog").join(name))?,
             None => Shard::new(),
         };
         for (key, value) in self.file.pending.iter().filter(|(k, _)| shard_of(k) == n) {
@@ -573,6 +690,10 @@ impl StateIndex {
 
     /// The brief of `run`: open, or finished (from the catalog).
     pub fn brief(&mut self, run: &RunId) -> Result<Option<RunBrief>, StoreError> {
+        self.recovering(|ix| ix.brief_inner(run))
+    }
+
+    fn brief_inner(&mut self, run: &RunId) -> Result<Option<RunBrief>, StoreError> {
         if let Some(b) = self.file.open.get(run) {
             return Ok(Some(b.clone()));
         }
@@ -582,6 +703,26 @@ impl StateIndex {
         Ok(match self.catalog_get(&format!("run:{run}"))? {
             Some(Value::Run(b)) => Some(b),
             _ => None,
+        })
+    }
+
+    /// Reads one cache file. One that is gone or unreadable is remembered
+    /// ([`StateIndex::gone`]): the read is then made again from a newer
+    /// index (see [`StateIndex::recovering`]).
+    fn read_cached<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &Path,
+    ) -> Result<T, StoreError> {
+        let read = std::fs::read(path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()));
+        read.map_err(|why| {
+            self.gone = Some(path.to_owned());
+            StoreError::Corrupt(format!(
+                "the state cache file {} cannot be read: {why}\nhint: remove {} (it is rebuilt from the log)",
+                path.display(),
+                self.dir.display()
+            ))
         })
     }
 
@@ -598,8 +739,7 @@ impl StateIndex {
                 None => self.file.orphans.get(run).cloned().flatten(),
             };
             if let Some(file) = file {
-                let records: Vec<Stored> =
-                    read_json(&self.dir.join("runs").join(&file), &self.dir)?;
+                let records: Vec<Stored> = self.read_cached(&self.dir.join("runs").join(&file))?;
                 slot.add(records);
             }
             self.slots.insert(run.clone(), slot);
@@ -608,23 +748,42 @@ impl StateIndex {
     }
 
     /// Writes what changed: run files, touched catalog shards, then the
-    /// index naming them. A view of a push in progress is never saved.
+    /// index naming them, and removes the files no index needs any more
+    /// (see [`StateIndex::collect_garbage`]). A view of a push in progress
+    /// is never saved.
     pub fn save(&mut self) -> Result<(), StoreError> {
+        self.recovering(|ix| ix.save_inner())
+    }
+
+    fn save_inner(&mut self) -> Result<(), StoreError> {
         if self.read_only || !self.changed {
             return Ok(());
         }
+        // One save at a time: the files the newest index names are then
+        // never another save's garbage.
+        let _saving = match crate::store::lock::acquire(
+            &self.dir.join(SAVE_LOCK),
+            "saving the state cache",
+            SAVE_WAIT,
+        ) {
+            Ok(guard) => guard,
+            // Left for a later save (or another process's).
+            Err(StoreError::Busy { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let runs_dir = self.dir.join("runs");
         for run in std::mem::take(&mut self.dirty) {
             let Some(slot) = self.slots.get(&run) else {
                 continue;
             };
             let bytes = serde_json::to_vec(&slot.records).expect("records serialise");
-            let name = write_named(&self.dir.join("runs"), &bytes)?;
-            if let Some(brief) = self.file.open.get_mut(&run) {
-                brief.file = Some(name);
+            let name = write_named(&runs_dir, &format!("{run}."), &bytes)?;
+            let previous = if let Some(brief) = self.file.open.get_mut(&run) {
+                brief.file.replace(name.clone())
             } else if let Some(file) = self.file.orphans.get_mut(&run) {
-                *file = Some(name);
-            } else if let Some(mut brief) = self.brief(&run)? {
-                brief.file = Some(name);
+                file.replace(name.clone())
+            } else if let Some(mut brief) = self.brief_inner(&run)? {
+                let previous = brief.file.replace(name.clone());
                 if self
                     .file
                     .newest_finished
@@ -634,6 +793,12 @@ impl StateIndex {
                     self.file.newest_finished = Some(brief.clone());
                 }
                 self.catalog_put(format!("run:{run}"), Value::Run(brief));
+                previous
+            } else {
+                None
+            };
+            if let Some(previous) = previous.filter(|p| *p != name) {
+                stamp(&runs_dir.join(previous));
             }
         }
         let unwritten: Vec<usize> = self
@@ -650,11 +815,17 @@ impl StateIndex {
                 .map(|(k, _)| shard_of(k))
                 .chain(unwritten)
                 .collect();
+            let catalog = self.dir.join("catalog");
             for n in touched {
                 self.load_shard(n)?;
                 let bytes = serde_json::to_vec(&self.shards[&n]).expect("shards serialise");
-                let name = write_named(&self.dir.join("catalog"), &bytes)?;
-                self.file.shards.insert(n, name);
+                let name = write_named(&catalog, "", &bytes)?;
+                if let Some(previous) = self.file.shards.insert(n, name.clone())
+                    && previous != name
+                    && !self.file.shards.values().any(|v| *v == previous)
+                {
+                    stamp(&catalog.join(previous));
+                }
             }
             self.file.pending.clear();
         }
@@ -672,23 +843,67 @@ impl StateIndex {
         Ok(())
     }
 
-    /// Removes catalog shards no index names any more, once there are
-    /// many; files younger than a minute stay, for readers of an older
-    /// index. (Run files of finished runs are named only in the catalog
-    /// and stay.)
-    fn collect_garbage(&self) {
+    /// Removes the cache files the index just saved (the newest: saves
+    /// hold [`SAVE_LOCK`]) does not name and that no index named for
+    /// [`GRACE`] (a file's time is set when a save names it and when one
+    /// stops naming it): catalog shards, run files replaced by newer ones
+    /// and leftovers of crashed writes. Run files of finished runs are
+    /// named only in the catalog, so only runs with more than one file are
+    /// looked up, unless every shard is in memory anyway (a rebuild, a
+    /// read of all history), when every run file is checked. Best effort:
+    /// whatever stays is removed by a later save.
+    fn collect_garbage(&mut self) {
+        let now = std::time::SystemTime::now();
+        let idle = |e: &std::fs::DirEntry| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| now.duration_since(t).ok())
+                .is_some_and(|age| age > GRACE)
+        };
+        let remove = |e: &std::fs::DirEntry| {
+            if idle(e) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        };
         let shards: HashSet<&str> = self.file.shards.values().map(String::as_str).collect();
-        let Ok(entries) = std::fs::read_dir(self.dir.join("catalog")) else {
+        if let Ok(entries) = std::fs::read_dir(self.dir.join("catalog")) {
+            entries
+                .flatten()
+                .filter(|e| !shards.contains(e.file_name().to_string_lossy().as_ref()))
+                .for_each(|e| remove(&e));
+        }
+        let Ok(entries) = std::fs::read_dir(self.dir.join("runs")) else {
             return;
         };
-        let entries: Vec<_> = entries.flatten().collect();
-        if entries.len() < 2 * SHARDS + 64 {
-            return;
-        }
-        for e in entries {
+        let mut by_run: BTreeMap<RunId, Vec<(String, std::fs::DirEntry)>> = BTreeMap::new();
+        for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if older_than_a_minute(&e) && !shards.contains(name.as_str()) {
-                let _ = std::fs::remove_file(e.path());
+            match run_of_file(&name) {
+                Some(run) => by_run.entry(run).or_default().push((name, e)),
+                // Not a run file of this format: a temporary file of a
+                // write that died, or an older format's.
+                None => remove(&e),
+            }
+        }
+        let every = self.shards.len() == SHARDS;
+        for (run, files) in by_run {
+            if files.len() < 2 && !every {
+                continue;
+            }
+            let live = match self.file.orphans.get(&run) {
+                Some(file) => Ok(file.clone()),
+                None => self.brief_inner(&run).map(|b| b.and_then(|b| b.file)),
+            };
+            let Ok(live) = live else {
+                // A shard that cannot be read: nothing is removed blind.
+                self.gone = None;
+                continue;
+            };
+            for (name, e) in &files {
+                if live.as_deref() != Some(name.as_str()) {
+                    remove(e);
+                }
             }
         }
     }
@@ -709,18 +924,16 @@ impl StateIndex {
 
     /// The newest finished run of `plan`.
     pub fn last_finished_of_plan(&mut self, plan: &PlanId) -> Result<Option<RunBrief>, StoreError> {
-        match self.catalog_get(&format!("plan:{plan}"))? {
-            Some(Value::Newest { run, .. }) => self.brief(&run),
+        self.recovering(|ix| match ix.catalog_get(&format!("plan:{plan}"))? {
+            Some(Value::Newest { run, .. }) => ix.brief_inner(&run),
             _ => Ok(None),
-        }
+        })
     }
 
     /// Every run, briefly: reads the whole catalog (for commands that look
     /// at all history: cleanup, fsck, `log --task`).
     pub fn all_briefs(&mut self) -> Result<Vec<RunBrief>, StoreError> {
-        for n in 0..SHARDS {
-            self.load_shard(n)?;
-        }
+        self.recovering(|ix| (0..SHARDS).try_for_each(|n| ix.load_shard(n)))?;
         let mut out: BTreeMap<RunId, RunBrief> = BTreeMap::new();
         for shard in self.shards.values() {
             for v in shard.values() {
@@ -737,10 +950,23 @@ impl StateIndex {
 
     /// The state of `run`, if the log has it.
     pub fn run(&mut self, run: &RunId) -> Result<Option<&RunState>, StoreError> {
-        let Some(brief) = self.brief(run)? else {
+        if !self.recovering(|ix| ix.load_run(run))? {
             return Ok(None);
+        }
+        Ok(self
+            .slots
+            .get_mut(run)
+            .expect("load_run loaded it")
+            .state(run))
+    }
+
+    /// Loads the records of `run` if the log has it; returns whether.
+    fn load_run(&mut self, run: &RunId) -> Result<bool, StoreError> {
+        let Some(brief) = self.brief_inner(run)? else {
+            return Ok(false);
         };
-        Ok(self.slot_with(run, Some(&brief))?.state(run))
+        self.slot_with(run, Some(&brief))?;
+        Ok(true)
     }
 
     /// The states of every unfinished run.
@@ -769,8 +995,13 @@ impl StateIndex {
     /// The records of `run`, in global order, with their blobs (the ref
     /// they were read from is not kept).
     pub fn entries_of(&mut self, run: &RunId) -> Result<Vec<Entry>, StoreError> {
-        let brief = self.brief(run)?;
-        self.slot_with(run, brief.as_ref())?
+        self.recovering(|ix| {
+            let brief = ix.brief_inner(run)?;
+            ix.slot_with(run, brief.as_ref()).map(drop)
+        })?;
+        self.slots
+            .get(run)
+            .expect("slot_with made it")
             .records
             .iter()
             .map(|s| {
@@ -795,8 +1026,13 @@ impl StateIndex {
         self.file.events
     }
 
+    /// The catalog's value for `key`, for a reader.
+    fn lookup(&mut self, key: &str) -> Result<Option<Value>, StoreError> {
+        self.recovering(|ix| ix.catalog_get(key))
+    }
+
     fn runs_at(&mut self, key: String) -> Result<Vec<RunId>, StoreError> {
-        Ok(match self.catalog_get(&key)? {
+        Ok(match self.lookup(&key)? {
             Some(Value::Runs(r)) => r.into_iter().collect(),
             _ => Vec::new(),
         })
@@ -823,7 +1059,7 @@ impl StateIndex {
         &mut self,
         tree: &str,
     ) -> Result<Option<super::BranchApproval>, StoreError> {
-        Ok(match self.catalog_get(&format!("approved-tree:{tree}"))? {
+        Ok(match self.lookup(&format!("approved-tree:{tree}"))? {
             Some(Value::BranchApproval(a)) => Some(a),
             _ => None,
         })
@@ -839,7 +1075,7 @@ impl StateIndex {
         plan: &crate::ids::PlanId,
     ) -> Result<bool, StoreError> {
         Ok(matches!(
-            self.catalog_get(&format!("approval:{commit}"))?,
+            self.lookup(&format!("approval:{commit}"))?,
             Some(Value::Decision(p)) if p == *plan
         ))
     }
@@ -849,12 +1085,10 @@ impl StateIndex {
         &mut self,
         branch: &str,
     ) -> Result<Option<super::BranchApproval>, StoreError> {
-        Ok(
-            match self.catalog_get(&format!("approved-branch:{branch}"))? {
-                Some(Value::BranchApproval(a)) => Some(a),
-                _ => None,
-            },
-        )
+        Ok(match self.lookup(&format!("approved-branch:{branch}"))? {
+            Some(Value::BranchApproval(a)) => Some(a),
+            _ => None,
+        })
     }
 
     /// The hand landing (`git orch land`) that landed `commit` (one of its
@@ -863,17 +1097,18 @@ impl StateIndex {
         &mut self,
         commit: &str,
     ) -> Result<Option<super::BranchLanding>, StoreError> {
-        Ok(match self.catalog_get(&format!("hand:{commit}"))? {
+        Ok(match self.lookup(&format!("hand:{commit}"))? {
             Some(Value::BranchLanding(l)) => Some(l),
             _ => None,
         })
     }
 
-    /// The run of the newest landing on `target`.
-    pub fn last_landing_run(&self, target: &str) -> Option<RunId> {
+    /// The run of the newest landing `writer` recorded on `target`.
+    pub fn last_landing_run(&self, target: &str, writer: &str) -> Option<RunId> {
         self.file
-            .last_landing
+            .last_landings
             .get(target)
+            .and_then(|w| w.get(writer))
             .map(|(_, run)| run.clone())
     }
 
@@ -897,25 +1132,52 @@ impl Drop for StateIndex {
     }
 }
 
-fn older_than_a_minute(e: &std::fs::DirEntry) -> bool {
-    e.metadata()
-        .and_then(|m| m.modified())
-        .ok()
-        .and_then(|t| t.elapsed().ok())
-        .is_some_and(|age| age.as_secs() > 60)
+/// Sets a cache file's time to now: when a save stops naming it, so it is
+/// kept for [`GRACE`] for readers of the index that named it, and when a
+/// save names it again.
+fn stamp(path: &Path) {
+    if let Ok(f) = std::fs::OpenOptions::new().write(true).open(path) {
+        let _ = f.set_modified(std::time::SystemTime::now());
+    }
 }
 
-/// Reads one cache file.
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, dir: &Path) -> Result<T, StoreError> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| StoreError::io(format!("reading {}", path.display()), e))?;
-    serde_json::from_slice(&bytes).map_err(|e| {
-        StoreError::Corrupt(format!(
-            "the state cache file {} is unreadable: {e}\nhint: remove {} (it is rebuilt from the log)",
-            path.display(),
-            dir.display()
-        ))
-    })
+/// The run a run file belongs to: its name is `<run>.<hash>.json`.
+fn run_of_file(name: &str) -> Option<RunId> {
+    let (run, hash) = name.strip_suffix(".json")?.rsplit_once('.')?;
+    let hex = hash.len() == 32 && hash.bytes().all(|b| b.is_ascii_hexdigit());
+    hex.then(|| RunId::new(run).ok()).flatten()
+}
+
+/// How much the state cache holds on disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CacheSize {
+    /// Bytes of every file under `.git/orch/state/`.
+    pub bytes: u64,
+    pub files: usize,
+    /// Run files (`runs/`): one per run once old ones are collected.
+    pub runs: usize,
+}
+
+/// The state cache of `store` as it is on disk (for `git orch fsck`).
+pub fn cache_size(store: &Store) -> CacheSize {
+    fn walk(dir: &Path, size: &mut CacheSize) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                walk(&e.path(), size);
+            } else {
+                size.bytes += meta.len();
+                size.files += 1;
+            }
+        }
+    }
+    let dir = store.orch_dir().join("state");
+    let mut size = CacheSize::default();
+    walk(&dir, &mut size);
+    size.runs = std::fs::read_dir(dir.join("runs"))
+        .map(|entries| entries.flatten().count())
+        .unwrap_or(0);
+    size
 }
 
 /// One index shared by everything a process does at once (a driver, its
@@ -949,11 +1211,15 @@ impl SharedIndex {
     }
 }
 
-/// Writes `bytes` under `dir` named by their content; returns the name.
-fn write_named(dir: &Path, bytes: &[u8]) -> Result<String, StoreError> {
-    let name = format!("{}.json", &blake3::hash(bytes).to_hex()[..32]);
+/// Writes `bytes` under `dir` as `<prefix><hash of the content>.json`;
+/// returns the name. A file of that name holds those bytes already: it is
+/// only marked as named now (see [`stamp`]).
+fn write_named(dir: &Path, prefix: &str, bytes: &[u8]) -> Result<String, StoreError> {
+    let name = format!("{prefix}{}.json", &blake3::hash(bytes).to_hex()[..32]);
     let path = dir.join(&name);
-    if !path.is_file() {
+    if path.is_file() {
+        stamp(&path);
+    } else {
         write_atomically(&path, bytes)?;
     }
     Ok(name)
@@ -998,6 +1264,25 @@ mod tests {
             tree: format!("{:040x}", i + 1_000_000),
             changed: 1,
             control_paths: Vec::new(),
+        }
+    }
+
+    /// Run files name their run; nothing else passes for one.
+    #[test]
+    fn run_files_are_known_by_name() {
+        let hash = "0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            run_of_file(&format!("proj-abc123.{hash}.json")),
+            Some(RunId::new("proj-abc123").expect("run id"))
+        );
+        for other in [
+            format!("{hash}.json"),
+            format!("proj-abc123.{hash}.json.tmp"),
+            format!("Bad_Run.{hash}.json"),
+            "proj-abc123.short.json".into(),
+            ".tmpA1b2C3".into(),
+        ] {
+            assert_eq!(run_of_file(&other), None, "{other}");
         }
     }
 

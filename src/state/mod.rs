@@ -13,7 +13,7 @@
 
 pub mod index;
 
-pub use index::{RunBrief, SharedIndex, StateIndex};
+pub use index::{CacheSize, RunBrief, SharedIndex, StateIndex, cache_size};
 
 use std::collections::BTreeMap;
 
@@ -479,13 +479,13 @@ impl RunState {
 }
 
 impl RunState {
-    /// The newest landing of this run on `target` (every attempt of it, for
-    /// a batch), or nothing when it was voided.
-    pub fn last_landing_on(&self, target: &str) -> Vec<Landing> {
+    /// The newest landing `writer` recorded of this run on `target` (every
+    /// attempt of it, for a batch), or nothing when it was voided.
+    pub fn last_landing_on(&self, target: &str, writer: &str) -> Vec<Landing> {
         let Some(newest) = self
             .landings
             .iter()
-            .filter(|l| l.target == target)
+            .filter(|l| l.target == target && l.order.1 == writer)
             .max_by(|a, b| a.order.cmp(&b.order))
         else {
             return Vec::new();
@@ -495,7 +495,9 @@ impl RunState {
         }
         self.landings
             .iter()
-            .filter(|l| l.target == target && l.new == newest.new && !l.voided)
+            .filter(|l| {
+                l.target == target && l.order.1 == writer && l.new == newest.new && !l.voided
+            })
             .cloned()
             .collect()
     }

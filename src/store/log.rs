@@ -21,7 +21,7 @@ use super::lock::{LOG_LOCK, MAX_TRIES, backoff};
 use super::refs::{Applied, Expected, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
 use crate::clock::now_ms;
-use crate::event::{Event, FORMAT_VERSION, Record};
+use crate::event::{Event, FORMAT_VERSION, MAX_CLOCK, MAX_EVENT_BYTES, Record};
 use crate::ids::WriterId;
 
 /// Where each clone's log ref lives.
@@ -426,12 +426,21 @@ impl Store {
             Some(t) => self.tip_info(t).map_err(|e| e.at_ref(&name))?,
             None => (TipPosition::default(), self.empty_tree_id()),
         };
-        // Lamport: exceed every clock this clone has seen, its own included.
-        let mut clock = own.clock;
-        for (other, id) in &tips {
-            if *other != name {
-                clock = clock.max(self.tip_position(*id).map(|p| p.clock).unwrap_or(0));
-            }
+        let others = tips
+            .iter()
+            .filter(|(other, _)| *other != name)
+            .map(|(_, id)| self.tip_position(*id).map(|p| p.clock).unwrap_or(0));
+        let clock = crate::event::lamport_base(own.clock, others).ok_or_else(|| {
+            StoreError::Corrupt(format!(
+                "{name} carries clock {}, above the ceiling {MAX_CLOCK} no log reaches: git-orch did not write its tip\nhint: `git orch fsck` names the commit; set the ref back to the commit before it (`git update-ref {name} <commit>`), or restore it from a clone with `git orch sync`",
+                own.clock
+            ))
+        })?;
+        if own.seq.checked_add(events.len() as u64).is_none() {
+            return Err(StoreError::Corrupt(format!(
+                "{name} carries seq {}, which no log reaches: git-orch did not write its tip\nhint: `git orch fsck` names the commit; set the ref back to the commit before it",
+                own.seq
+            )));
         }
         let time_ms = now_ms();
         let records: Vec<Record> = events
@@ -440,8 +449,8 @@ impl Store {
             .map(|(i, event)| Record {
                 version: FORMAT_VERSION,
                 writer: writer.clone(),
-                seq: own.seq + i as u64 + 1,
-                clock: clock + i as u64 + 1,
+                seq: own.seq.saturating_add(i as u64 + 1),
+                clock: crate::event::lamport_next(clock, i as u64 + 1),
                 time_ms,
                 event,
             })
@@ -571,7 +580,7 @@ impl Store {
                     .parents
                     .iter()
                     .filter_map(|p| self.tip_position(*p).ok())
-                    .map(|p| p.seq + 1)
+                    .map(|p| p.seq.saturating_add(1))
                     .max()
                     .unwrap_or(1);
                 problems.push(Problem {
@@ -610,6 +619,12 @@ impl Store {
             return Err(format!("does not name writer {writer} (Orch-Writer)"));
         }
         let pos = parse_trailers(&info.message).ok_or("has no Orch-Seq/Orch-Clock trailers")?;
+        if pos.clock > MAX_CLOCK {
+            return Err(format!(
+                "carries clock {}, above the ceiling {MAX_CLOCK} no log reaches",
+                pos.clock
+            ));
+        }
         let events: u64 = trailer("Orch-Events: ")
             .and_then(|v| v.parse().ok())
             .ok_or("has no Orch-Events trailer")?;
@@ -627,13 +642,14 @@ impl Store {
                     .first()
                     .copied()
                     .unwrap_or((TipPosition::default(), self.empty_tree_id()));
-                if events == 0 || pos.seq != before.seq + events {
+                if events == 0 || before.seq.checked_add(events) != Some(pos.seq) {
                     return Err(format!(
                         "does not continue its parent (seq {} after {}, {events} event(s))",
                         pos.seq, before.seq
                     ));
                 }
-                if pos.clock < before.clock + events {
+                // Clocks stop at the ceiling (see `MAX_CLOCK`).
+                if pos.clock < before.clock.saturating_add(events).min(MAX_CLOCK) {
                     return Err(format!(
                         "moves the clock backwards ({} after {})",
                         pos.clock, before.clock
@@ -913,10 +929,26 @@ fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Rec
             found.path
         ));
     }
+    // Sized from its header first: a huge blob is never read.
+    let size = repo
+        .find_header(id)
+        .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?
+        .size();
+    if size > MAX_EVENT_BYTES {
+        return Err(format!(
+            "blob {id} is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes"
+        ));
+    }
     let blob = repo
         .find_blob(id)
         .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?;
     let record = Record::from_json(&blob.data).map_err(|why| format!("blob {id} {why}"))?;
+    if record.clock > MAX_CLOCK {
+        return Err(format!(
+            "blob {id} has clock {}, above the ceiling {MAX_CLOCK} no log reaches (forged or corrupt)",
+            record.clock
+        ));
+    }
     if record.writer.as_str() != found.writer {
         return Err(format!(
             "blob {id} claims writer {} but sits in the log of {}",

@@ -218,8 +218,8 @@ pub struct Store {
     /// Proposed ref values read in place of the real ones (see [`view`]).
     overlay: std::collections::BTreeMap<String, Option<Oid>>,
     /// The folder holding the alternates of a quarantine view; removed
-    /// when the store is dropped (see [`view`]).
-    object_view: Option<tempfile::TempDir>,
+    /// when the last handle of the view is dropped (see [`view`]).
+    object_view: Option<std::sync::Arc<tempfile::TempDir>>,
     /// How hard writes reach the disk before a ref names them.
     durability: durable::Durability,
     /// [`ODB_GENERATION`] when this store was opened.
@@ -228,7 +228,9 @@ pub struct Store {
 
 impl Store {
     /// Opens the repository containing `start`: a main worktree, a linked
-    /// worktree or a bare repository. `GIT_DIR` is honoured like git does.
+    /// worktree or a bare repository. `GIT_DIR` and
+    /// `GIT_CEILING_DIRECTORIES` are honoured like git does (see
+    /// [`ceiling_above`]).
     pub fn discover(start: &Path) -> Result<Self, StoreError> {
         let mut trust = gix::sec::trust::Mapping::<gix::open::Options>::default();
         trust.full = trust
@@ -239,10 +241,17 @@ impl Store {
             .reduced
             .config_overrides(OVERRIDES)
             .object_store_slots(slots());
+        let options = gix::discover::upwards::Options {
+            // gix refuses to search at all when no ceiling is above
+            // `start`; git ignores such ceilings.
+            match_ceiling_dir_or_error: false,
+            ..Default::default()
+        };
+        let not_found = || StoreError::NotARepository {
+            path: start.to_owned(),
+        };
         let ts = match gix::ThreadSafeRepository::discover_with_environment_overrides_opts(
-            start,
-            Default::default(),
-            trust,
+            start, options, trust,
         ) {
             Ok(r) => r,
             Err(e) => {
@@ -252,12 +261,23 @@ impl Store {
                         path: start.to_owned(),
                     });
                 }
-                return Err(StoreError::NotARepository {
-                    path: start.to_owned(),
-                });
+                return Err(not_found());
             }
         };
-        Self::from_repo(ts.to_thread_local())
+        let repo = ts.to_thread_local();
+        // gix searches the ceiling folder itself too; git stops below it.
+        if std::env::var_os("GIT_DIR").is_none()
+            && let Some(value) = std::env::var_os("GIT_CEILING_DIRECTORIES")
+            && let Ok(physical) = start.canonicalize()
+            && let Some(ceiling) = ceiling_above(&physical, &value)
+        {
+            let found = repo.workdir().unwrap_or_else(|| repo.git_dir());
+            let found = found.canonicalize().unwrap_or_else(|_| found.to_owned());
+            if !(found.starts_with(&ceiling) && found != ceiling) {
+                return Err(not_found());
+            }
+        }
+        Self::from_repo(repo)
     }
 
     /// Opens exactly the repository at `path` (a `.git` dir, a bare repo or a
@@ -418,6 +438,30 @@ impl Store {
         Ok(fresh)
     }
 
+    /// Another handle of this repository, seeing exactly what this one
+    /// sees (a view included): for a reader that outlives the borrow of
+    /// the store it was opened with (the state index, which reads the log
+    /// again when a cache file it needs is gone). The object database is
+    /// shared; caches are not.
+    pub fn handle(&self) -> Store {
+        let writer = std::sync::OnceLock::new();
+        if let Some(w) = self.writer.get() {
+            let _ = writer.set(w.clone());
+        }
+        Store {
+            repo: self.repo.clone(),
+            common_dir: self.common_dir.clone(),
+            workdir: self.workdir.clone(),
+            writer,
+            recent_trees: Default::default(),
+            tips: Default::default(),
+            overlay: self.overlay.clone(),
+            object_view: self.object_view.clone(),
+            durability: self.durability,
+            generation: self.generation,
+        }
+    }
+
     /// Reopens the repository so that configuration written by a `git`
     /// subprocess is seen.
     pub fn reload(&mut self) -> Result<(), StoreError> {
@@ -427,6 +471,43 @@ impl Store {
         self.workdir = workdir;
         Ok(())
     }
+}
+
+/// The ceiling of a repository search from `start` (absolute, free of
+/// symlinks, as git's `getcwd` gives it) under git's rule for
+/// `GIT_CEILING_DIRECTORIES` (`value`): of the absolute entries, the
+/// longest that is a folder above `start` (not `start` itself); entries
+/// are resolved to their real path, except those after an empty entry,
+/// which are taken as written (and one that cannot be resolved is
+/// dropped). The search then looks only in folders below the ceiling.
+/// `None` when no entry is above `start`: git then ignores the variable.
+fn ceiling_above(start: &Path, value: &std::ffi::OsStr) -> Option<PathBuf> {
+    let mut resolve = true;
+    let mut best: Option<PathBuf> = None;
+    for entry in std::env::split_paths(value) {
+        if entry.as_os_str().is_empty() {
+            resolve = false;
+            continue;
+        }
+        if !entry.is_absolute() {
+            continue;
+        }
+        let entry = if resolve {
+            match entry.canonicalize() {
+                Ok(real) => real,
+                Err(_) => continue,
+            }
+        } else {
+            entry.components().collect()
+        };
+        let longer = best
+            .as_ref()
+            .is_none_or(|b| entry.components().count() > b.components().count());
+        if start != entry && start.starts_with(&entry) && longer {
+            best = Some(entry);
+        }
+    }
+    best
 }
 
 /// Fails with a clear message if `err` came from a ref lock left behind.

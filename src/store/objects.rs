@@ -49,6 +49,10 @@ pub struct CommitInfo {
     pub message: String,
     /// Committer time, seconds since the epoch.
     pub time: i64,
+    /// Author time, seconds since the epoch, and the author's time zone
+    /// (offset from UTC in seconds), as written: a rebase keeps both.
+    pub author_time: i64,
+    pub author_offset: i32,
     pub author_name: String,
     pub author_email: String,
     pub committer_name: String,
@@ -216,12 +220,19 @@ impl Store {
         let committer = decoded
             .committer()
             .map_err(|e| StoreError::git(format!("decoding committer of {id}"), e))?;
+        // A time that does not parse (a hand-made commit) keeps at least
+        // its seconds, in UTC.
+        let author_at = author
+            .time()
+            .unwrap_or_else(|_| gix::date::Time::new(author.seconds(), 0));
         Ok(CommitInfo {
             id,
             tree: decoded.tree(),
             parents: decoded.parents().collect(),
             message: decoded.message.to_string(),
             time: committer.seconds(),
+            author_time: author_at.seconds,
+            author_offset: author_at.offset,
             author_name: author.name.to_string(),
             author_email: author.email.to_string(),
             committer_name: committer.name.to_string(),

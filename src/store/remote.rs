@@ -161,21 +161,48 @@ impl Store {
     /// Pushes `updates` (commit, full ref name) to `remote` in one atomic,
     /// non-forced push.
     pub fn push_atomic(&self, remote: &str, updates: &[(Oid, String)]) -> Result<Pushed> {
+        self.push_fenced(remote, updates, None)
+    }
+
+    /// Like [`Store::push_atomic`], and only while `fence` (a ref name and
+    /// the value this clone holds there, such as its claim) is still that
+    /// value on the remote: the fence is pushed to itself with
+    /// `--force-with-lease=<name>:<value>`, which is a no-op while it holds
+    /// and refuses the whole atomic push ("stale info") once someone moved
+    /// it. A holder that was frozen past its lease so cannot publish after
+    /// another took its claim.
+    pub fn push_fenced(
+        &self,
+        remote: &str,
+        updates: &[(Oid, String)],
+        fence: Option<(&str, Oid)>,
+    ) -> Result<Pushed> {
         self.check_remote(remote)?;
         let mut args = vec![
             "push".to_owned(),
             "--atomic".into(),
             "--porcelain".into(),
             "--quiet".into(),
-            remote.to_owned(),
         ];
-        for (oid, name) in updates {
+        let full_name = |name: &str| {
             if !name.starts_with("refs/") || name.starts_with('-') {
                 return Err(StoreError::Corrupt(format!(
                     "{name:?} is not a full ref name"
                 )));
             }
+            Ok(())
+        };
+        if let Some((name, held)) = fence {
+            full_name(name)?;
+            args.push(format!("--force-with-lease={name}:{held}"));
+        }
+        args.push(remote.to_owned());
+        for (oid, name) in updates {
+            full_name(name)?;
             args.push(format!("{oid}:{name}"));
+        }
+        if let Some((name, held)) = fence {
+            args.push(format!("{held}:{name}"));
         }
         let out = self.git().output(&args)?;
         if out.status.success() {
@@ -206,6 +233,26 @@ impl Store {
         } else {
             format!("{why}: {}", hook.join(" "))
         }))
+    }
+
+    /// The value of `name` on `remote` now (`git ls-remote`: no objects
+    /// are fetched), `None` when the remote has no such ref.
+    pub fn remote_value(&self, remote: &str, name: &str) -> Result<Option<Oid>> {
+        self.check_remote(remote)?;
+        if !name.starts_with("refs/") || name.starts_with('-') {
+            return Err(StoreError::Corrupt(format!(
+                "{name:?} is not a full ref name"
+            )));
+        }
+        let out = self.git().run(["ls-remote", "--", remote, name])?;
+        for line in out.lines() {
+            if let Some((oid, found)) = line.split_once('\t')
+                && found == name
+            {
+                return self.parse_oid(oid.trim()).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// Fetches `refs/heads/<branch>` of `remote` into its usual

@@ -26,6 +26,7 @@ use super::lock::{MAX_TRIES, backoff};
 use super::log::{LOG_PREFIX, TipPosition, parse_trailers};
 use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
+use crate::event::MAX_EVENT_BYTES;
 
 /// How many fetch-integrate-push rounds a sync makes before giving up.
 pub const MAX_ROUNDS: u32 = 10;
@@ -48,6 +49,22 @@ pub struct SyncReport {
     pub warnings: Vec<String>,
     /// Other writers' logs that arrived rewritten (not a fast-forward).
     pub rewrites: Vec<Rewrite>,
+    /// Logs of the remote not taken in: they gained an event over
+    /// [`MAX_EVENT_BYTES`].
+    pub refused: Vec<Refused>,
+}
+
+/// A remote's log that `sync` would not take in, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The local log ref it would have updated (`refs/orch/log/<writer>`).
+    pub reference: String,
+    pub writer: String,
+    /// The first event over the limit: its path in the log tree, its blob
+    /// and its size in bytes.
+    pub path: String,
+    pub blob: Oid,
+    pub size: u64,
 }
 
 /// A writer's log that changed other than by appending.
@@ -98,13 +115,14 @@ impl Store {
             let before = self.tracked_logs(remote)?;
             self.fetch(remote)?;
             self.find_rewrites(remote, &before, &mut report)?;
+            self.refuse_oversized(remote, &before, &mut report)?;
             self.integrate(remote, &mut report)?;
-            if !self.ahead_of(remote)? {
+            if !self.ahead_of(remote, &report.refused)? {
                 // Everything here is what the fetch just saw there: a push
                 // would only cost a round trip to learn that.
                 return Ok(report);
             }
-            match self.push(remote)? {
+            match self.push(remote, &report.refused)? {
                 PushOutcome::Accepted { sent } => {
                     report.pushed |= sent;
                     return Ok(report);
@@ -150,9 +168,80 @@ impl Store {
         Ok(())
     }
 
-    /// Whether some local `refs/orch/*` ref differs from the remote's value
-    /// as of the last fetch (so a push has something to send).
-    fn ahead_of(&self, remote: &str) -> Result<bool> {
+    /// Refuses the remote's logs that would bring in an event over
+    /// [`MAX_EVENT_BYTES`] (what the server hook refuses, and every reader
+    /// skips): each event a tracking log holds beyond this clone's copy of
+    /// that log is sized from its object header, never read. A refused log
+    /// is not integrated, its tracking copy is set back to where it was
+    /// before this fetch (removed if it was new), and it is left out of the
+    /// push; the rest of the sync goes on.
+    fn refuse_oversized(
+        &self,
+        remote: &str,
+        before: &std::collections::HashMap<String, Oid>,
+        report: &mut SyncReport,
+    ) -> Result<()> {
+        let prefix = format!("{REMOTES_PREFIX}{remote}/log/");
+        for (tracking, theirs) in self.refs_with_prefix(&prefix)? {
+            let writer = tracking[prefix.len()..].to_owned();
+            let local = format!("{LOG_PREFIX}{writer}");
+            if report.refused.iter().any(|r| r.reference == local) {
+                continue;
+            }
+            let held = self.ref_target(&local)?.or(before.get(&tracking).copied());
+            if held == Some(theirs) {
+                continue;
+            }
+            let held_tree = held
+                .map(|h| self.commit_info(h))
+                .transpose()?
+                .map(|i| i.tree);
+            let their_tree = self.commit_info(theirs)?.tree;
+            let mut over = None;
+            for change in self.tree_changes(held_tree, their_tree)? {
+                let Some(blob) = change.new else { continue };
+                let size = self.object_size(blob)?;
+                if size > MAX_EVENT_BYTES {
+                    over = Some((change.path, blob, size));
+                    break;
+                }
+            }
+            let Some((path, blob, size)) = over else {
+                continue;
+            };
+            let was = before.get(&tracking).copied();
+            if was != Some(theirs) {
+                let update = match was {
+                    Some(was) => RefUpdate::set(
+                        &tracking,
+                        was,
+                        Expected::At(theirs),
+                        "orch: sync refused an event over the size limit",
+                    ),
+                    None => RefUpdate::delete(
+                        &tracking,
+                        theirs,
+                        "orch: sync refused an event over the size limit",
+                    ),
+                };
+                // Lost to a concurrent fetch: that one's sync judges it.
+                self.apply(std::slice::from_ref(&update))?;
+            }
+            report.refused.push(Refused {
+                reference: local,
+                writer,
+                path,
+                blob,
+                size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether some local `refs/orch/*` ref (but the `refused` logs)
+    /// differs from the remote's value as of the last fetch (so a push has
+    /// something to send).
+    fn ahead_of(&self, remote: &str, refused: &[Refused]) -> Result<bool> {
         let prefix = format!("{REMOTES_PREFIX}{remote}/");
         let theirs: std::collections::HashMap<String, Oid> = self
             .refs_with_prefix(&prefix)?
@@ -160,6 +249,9 @@ impl Store {
             .map(|(name, oid)| (name[prefix.len()..].to_owned(), oid))
             .collect();
         for (name, oid) in self.refs_with_prefix(ORCH_PREFIX)? {
+            if refused.iter().any(|r| r.reference == name) {
+                continue;
+            }
             if theirs.get(&name[ORCH_PREFIX.len()..]) != Some(&oid) {
                 return Ok(true);
             }
@@ -206,6 +298,9 @@ impl Store {
         let own = self.writer_id()?.map(|w| format!("{LOG_PREFIX}{w}"));
         for (tracking, theirs) in self.refs_with_prefix(&prefix)? {
             let local = format!("{ORCH_PREFIX}{}", &tracking[prefix.len()..]);
+            if report.refused.iter().any(|r| r.reference == local) {
+                continue;
+            }
             for attempt in 0..MAX_TRIES {
                 let ours = self.ref_target(&local)?;
                 let (update, kind) = match ours {
@@ -305,12 +400,15 @@ impl Store {
         self.write_commit(&msg, tree, &[ours, theirs])
     }
 
-    /// Pushes `refs/orch/*` without force.
-    fn push(&self, remote: &str) -> Result<PushOutcome> {
+    /// Pushes `refs/orch/*` without force, but the `refused` logs (this
+    /// clone's copy of them is behind the remote's, which a push would
+    /// only have rejected).
+    fn push(&self, remote: &str, refused: &[Refused]) -> Result<PushOutcome> {
         let refspec = format!("{ORCH_PREFIX}*:{ORCH_PREFIX}*");
-        let out = self
-            .git()
-            .output(["push", "--porcelain", remote, &refspec])?;
+        let mut args = vec!["push".to_owned(), "--porcelain".into(), remote.into()];
+        args.push(refspec.clone());
+        args.extend(refused.iter().map(|r| format!("^{}", r.reference)));
+        let out = self.git().output(&args)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let rejected = stdout.lines().any(|l| l.starts_with('!'));
         let sent = stdout

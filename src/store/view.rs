@@ -144,7 +144,7 @@ impl Store {
         let mut repo = sync.to_thread_local();
         repo.object_cache_size_if_unset(1024 * 1024);
         self.repo = repo;
-        self.object_view = Some(view);
+        self.object_view = Some(std::sync::Arc::new(view));
         Ok(self)
     }
 

@@ -86,6 +86,13 @@ pub enum Report {
     },
     /// A sync failed; the worker tries again next round.
     SyncFailed(String),
+    /// A push the worker needed (a claim) was refused by the remote or did
+    /// not reach it; the worker tries again after `retry_in`.
+    PushFailed {
+        what: String,
+        why: String,
+        retry_in: Duration,
+    },
     Finished {
         run: String,
         summary: RunSummary,
@@ -93,10 +100,14 @@ pub enum Report {
 }
 
 /// How the worker stopped.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum WorkerOutcome {
     /// `--once` did its round, or `--until-done` found nothing left.
-    Done,
+    /// `incomplete`: the runs this worker worked on that ended with tasks
+    /// not done (failed, blocked or cancelled), with their summaries.
+    Done {
+        incomplete: Vec<(RunId, RunSummary)>,
+    },
     /// Ctrl-C or SIGTERM.
     Interrupted,
 }
@@ -156,13 +167,22 @@ pub struct Worker {
     live: BTreeMap<(RunId, TaskId), Live>,
     running: JoinSet<(RunId, End)>,
     landing: JoinSet<Landing>,
-    /// The queue claim of the landing in flight.
-    landing_claim: Option<(RunId, Oid)>,
+    /// The queue claim of the landing in flight, and when it was last
+    /// renewed.
+    landing_claim: Option<(RunId, Oid, Instant)>,
+    /// Pushes that failed in a row, and when the worker may push again:
+    /// a remote that refuses or is out of reach is retried with backoff,
+    /// never a reason to stop.
+    push_failures: u32,
+    push_again: Option<Instant>,
     /// Runs not approved any more, with why (looked at again each round).
     skipped: BTreeMap<RunId, String>,
     /// Runs whose context failed to load for another reason, with the
     /// error and how many rounds in a row it did.
     failing: BTreeMap<RunId, (String, u32)>,
+    /// Runs for workers this worker found unfinished: how they ended
+    /// decides its exit status.
+    seen: std::collections::BTreeSet<RunId>,
     exe: PathBuf,
 }
 
@@ -188,8 +208,11 @@ impl Worker {
             running: JoinSet::new(),
             landing: JoinSet::new(),
             landing_claim: None,
+            push_failures: 0,
+            push_again: None,
             skipped: BTreeMap::new(),
             failing: BTreeMap::new(),
+            seen: Default::default(),
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
         })
     }
@@ -206,13 +229,18 @@ impl Worker {
             self.sync(report);
             // Finished runs are history: only unfinished ones are loaded.
             let runs = self.unfinished_runs()?;
+            self.seen.extend(
+                runs.values()
+                    .filter(|r| r.settings.workers && !self.skipped.contains_key(&r.id))
+                    .map(|r| r.id.clone()),
+            );
             self.watch_leases(report)?;
             let may_claim = !(self.opts.once && claimed_once);
             if may_claim {
                 self.claim_and_start(&runs, report)?;
                 claimed_once = true;
             }
-            self.land(&runs)?;
+            self.land(&runs, report)?;
             self.finish_runs(&runs, report)?;
             let unfinished = runs.values().any(|r| {
                 r.finished.is_none() && r.settings.workers && !self.skipped.contains_key(&r.id)
@@ -223,7 +251,9 @@ impl Worker {
                     || (self.opts.until_done && !unfinished);
                 if done {
                     self.sync(report);
-                    return Ok(WorkerOutcome::Done);
+                    return Ok(WorkerOutcome::Done {
+                        incomplete: self.incomplete()?,
+                    });
                 }
             }
             tokio::select! {
@@ -347,10 +377,50 @@ impl Worker {
                 });
             }
         }
+        // The queue claim is a lease like any other: renewed while the
+        // landing runs here, so it holds as long as this worker is alive.
+        if let Some((run, claim, renewed)) = &mut self.landing_claim
+            && renewed.elapsed() >= self.opts.lease / 3
+        {
+            *renewed = Instant::now();
+            renew.push(Event::ClaimRenewed {
+                run_id: run.clone(),
+                commit: claim.to_string(),
+            });
+        }
         if !renew.is_empty() {
             self.store.append(renew)?;
         }
         Ok(())
+    }
+
+    /// Whether a push may be tried now (not backing off after failures).
+    fn may_push(&self) -> bool {
+        self.push_again.is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// A push went through: no more backing off.
+    fn pushed(&mut self) {
+        self.push_failures = 0;
+        self.push_again = None;
+    }
+
+    /// A push was refused or did not reach the remote: report it and back
+    /// off (doubling from the poll interval, at most a minute, jittered so
+    /// workers that failed together do not retry together).
+    fn push_failed(&mut self, what: String, why: String, report: &(dyn Fn(Report) + Sync)) {
+        self.push_failures = self.push_failures.saturating_add(1);
+        let base = self.opts.poll.as_millis() as u64;
+        let exp = base.saturating_mul(1u64 << self.push_failures.min(6));
+        let capped = exp.min(60_000);
+        let jitter = u64::from(crate::ids::random_bytes::<2>()[0]) * capped / 512;
+        let retry_in = Duration::from_millis(capped / 2 + jitter);
+        self.push_again = Some(Instant::now() + retry_in);
+        report(Report::PushFailed {
+            what,
+            why,
+            retry_in,
+        });
     }
 
     /// Claims ready tasks up to the cap and starts their attempts.
@@ -367,8 +437,11 @@ impl Worker {
             .collect();
         ordered.sort_by_key(|r| r.started_ms);
         let mut followed = false;
+        if !self.may_push() {
+            return Ok(());
+        }
         for run in ordered {
-            if self.live.len() >= self.opts.cap {
+            if self.live.len() >= self.opts.cap || !self.may_push() {
                 return Ok(());
             }
             let Some(ctx) = self.context(run, report) else {
@@ -409,9 +482,19 @@ impl Worker {
                     break;
                 }
                 if !followed {
-                    // New attempts start from what has landed everywhere.
-                    crate::merge::queue::follow_target(&self.store, &self.opts.remote, &ctx.target)
-                        .map_err(|e| WorkerError::Config(e.to_string()))?;
+                    // New attempts start from what has landed everywhere;
+                    // a remote out of reach now is tried again later.
+                    if let Err(e) = crate::merge::queue::follow_target(
+                        &self.store,
+                        &self.opts.remote,
+                        &ctx.target,
+                    ) {
+                        report(Report::Skipped {
+                            run: run.id.to_string(),
+                            why: format!("{e} (trying again next round)"),
+                        });
+                        return Ok(());
+                    }
                     followed = true;
                 }
                 if self.claim_task(&ctx, run, &task, report)? && ctx.serial.contains(&task) {
@@ -499,17 +582,21 @@ impl Worker {
             claimed_ms: now_ms(),
         };
         let commit = self.store.write_claim(&claim, previous)?;
-        match self
-            .store
-            .push_atomic(&self.opts.remote, &[(commit, name)])?
-        {
-            Pushed::Accepted => {}
-            pushed if pushed.lost_race() => return Ok(false),
-            Pushed::Rejected(why) => {
-                return Err(WorkerError::Config(format!(
-                    "{} refused the claim on {}/{task}: {why}",
-                    self.opts.remote, run.id
-                )));
+        let what = format!("the claim on {}/{task}", run.id);
+        match self.store.push_atomic(&self.opts.remote, &[(commit, name)]) {
+            Ok(Pushed::Accepted) => self.pushed(),
+            Ok(pushed) if pushed.lost_race() => return Ok(false),
+            Ok(Pushed::Rejected(why)) => {
+                self.push_failed(
+                    what,
+                    format!("{} refused it: {why}", self.opts.remote),
+                    report,
+                );
+                return Ok(false);
+            }
+            Err(e) => {
+                self.push_failed(what, e.to_string(), report);
+                return Ok(false);
             }
         }
         let mut events = vec![Event::Claimed {
@@ -607,19 +694,38 @@ impl Worker {
         Ok(self.state.read(&self.store, |index| index.unfinished())?)
     }
 
+    /// The runs this worker saw that have ended with tasks not done.
+    fn incomplete(&mut self) -> Result<Vec<(RunId, RunSummary)>, WorkerError> {
+        let seen: Vec<RunId> = self.seen.iter().cloned().collect();
+        let states = self.state.read(&self.store, |index| index.states(seen))?;
+        Ok(states
+            .into_values()
+            .filter_map(|r| Some((r.id.clone(), r.finished?)))
+            .filter(|(_, s)| !crate::run::view::is_complete(s))
+            .collect())
+    }
+
     fn has_own_queued(&self, runs: &BTreeMap<RunId, RunState>) -> bool {
         let Ok(me) = self.store.writer() else {
             return false;
         };
+        // A run this worker stopped working (its landing was refused, its
+        // approval withdrawn) has nothing it will land: `--once` ends.
         runs.values().any(|r| {
-            r.finished.is_none() && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
+            r.finished.is_none()
+                && !self.skipped.contains_key(&r.id)
+                && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
         })
     }
 
     /// Starts a landing for the first run with passed attempts, if this
     /// worker can take the run's queue claim.
-    fn land(&mut self, runs: &BTreeMap<RunId, RunState>) -> Result<(), WorkerError> {
-        if !self.landing.is_empty() {
+    fn land(
+        &mut self,
+        runs: &BTreeMap<RunId, RunState>,
+        report: &(dyn Fn(Report) + Sync),
+    ) -> Result<(), WorkerError> {
+        if !self.landing.is_empty() || !self.may_push() {
             return Ok(());
         }
         for run in runs
@@ -650,22 +756,30 @@ impl Worker {
                 writer: writer.to_string(),
                 host: crate::run::host(),
                 pid: std::process::id(),
-                // A landing gates candidates; give it room.
-                lease_secs: self.opts.lease.as_secs().max(1) * 10,
+                // The same lease as a task's: renewed while the landing
+                // runs, so a killed lander holds the queue only that long.
+                lease_secs: self.opts.lease.as_secs().max(1),
                 claimed_ms: now_ms(),
             };
             let commit = self.store.write_claim(&claim, previous)?;
+            let what = format!("the merge queue claim of {}", run.id);
             match self
                 .store
-                .push_atomic(&self.opts.remote, &[(commit, name)])?
+                .push_atomic(&self.opts.remote, &[(commit, name.clone())])
             {
-                Pushed::Accepted => {}
-                pushed if pushed.lost_race() => continue,
-                Pushed::Rejected(why) => {
-                    return Err(WorkerError::Config(format!(
-                        "{} refused the merge queue claim of {}: {why}",
-                        self.opts.remote, run.id
-                    )));
+                Ok(Pushed::Accepted) => self.pushed(),
+                Ok(pushed) if pushed.lost_race() => continue,
+                Ok(Pushed::Rejected(why)) => {
+                    self.push_failed(
+                        what,
+                        format!("{} refused it: {why}", self.opts.remote),
+                        report,
+                    );
+                    return Ok(());
+                }
+                Err(e) => {
+                    self.push_failed(what, e.to_string(), report);
+                    return Ok(());
                 }
             }
             self.store.append(vec![Event::Claimed {
@@ -682,8 +796,9 @@ impl Worker {
                 crate::merge::Queue::for_run(&self.store, self.state.clone(), run, None, None)
                     .map_err(|e| WorkerError::Config(e.to_string()))?;
             queue.remote = Some(self.opts.remote.clone());
+            queue.fence = Some((name, commit));
             let run_id = run.id.clone();
-            self.landing_claim = Some((run_id.clone(), commit));
+            self.landing_claim = Some((run_id.clone(), commit, Instant::now()));
             self.landing.spawn(async move {
                 let cancel = CancellationToken::new();
                 let result = queue.land_next(&cancel).await.map_err(|e| e.to_string());
@@ -733,7 +848,15 @@ impl Worker {
                     self.skipped.insert(run, why);
                 }
             }
-            Err(why) => report(Report::Skipped { run: run_s, why }),
+            // A refused push, a lost claim, a remote out of reach: the
+            // attempts wait in the queue for the next landing, here or on
+            // another machine.
+            Err(why) => report(Report::Run {
+                run: run_s,
+                progress: Progress::Warning(format!(
+                    "the landing stopped: {why}; its attempts wait for the next one"
+                )),
+            }),
         }
         self.sync(report);
         Ok(())
@@ -797,7 +920,7 @@ impl Worker {
             }
         }
         self.landing.abort_all();
-        if let Some((run, claim)) = self.landing_claim.take() {
+        if let Some((run, claim, _)) = self.landing_claim.take() {
             self.store.append(vec![Event::ClaimReleased {
                 run_id: run,
                 commit: claim.to_string(),

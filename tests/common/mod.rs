@@ -288,6 +288,16 @@ pub fn json_lines(s: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Shares `repo` through a new bare remote `origin` (main pushed,
+/// `orch.remote` set), as a run for workers needs; returns the remote.
+pub fn share(sb: &Sandbox, repo: &Path) -> PathBuf {
+    let bare = sb.bare("remote.git");
+    sb.git(repo, &["remote", "add", "origin", &bare.to_string_lossy()]);
+    sb.git(repo, &["push", "-q", "origin", "main"]);
+    sb.orch_ok(repo, &["init", "--remote", "origin"]);
+    bare
+}
+
 /// A project with one folder per task, a plan over them, approved, and a
 /// folder of fake-agent scripts (`FAKE_AGENT_DIR`) the caller fills.
 pub struct Project {
