@@ -492,7 +492,7 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
             accepted_by: None,
             acceptance: None,
         };
-        if let (Some(seq), Some(b)) = (p.seq, &blob) {
+        if let (Some(seq), Some(b), false) = (p.seq, &blob, damaged) {
             f.accepted_by = loaded.rewrite_accepted(&writer, seq, std::slice::from_ref(b));
             f.acceptance = WriterId::new(&writer)
                 .ok()

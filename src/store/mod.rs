@@ -133,14 +133,17 @@ impl StoreError {
 }
 
 /// Whether a gix error says an object is missing or cannot be read (an
-/// empty or corrupt loose file).
+/// empty or corrupt loose file). Only gix's own words: a record that is
+/// readable but wrong ("forged or corrupt") is not damage a repair of the
+/// ref could mend.
 pub(crate) fn is_object_damage(message: &str) -> bool {
     [
         "could not be found",
         "Empty loose object",
         "Could not read loose object",
+        "Loose object size mismatch",
+        "zlib",
         "decompress",
-        "corrupt",
     ]
     .iter()
     .any(|m| message.contains(m))
