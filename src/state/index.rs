@@ -495,7 +495,7 @@ impl StateIndex {
             let forged = match store.check_log_commits(name, None, *tip) {
                 Ok(forged) => forged,
                 Err(e) => match e.at_ref(name) {
-                    damaged @ StoreError::Damaged { .. } => return Err(damaged.into()),
+                    damaged @ StoreError::Damaged { .. } => return Err(damaged),
                     e => vec![Problem {
                         reference: name.clone(),
                         seq: None,
