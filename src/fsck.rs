@@ -677,24 +677,36 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
                 }
                 listed += 1;
             }
-            let subject_line = store
+            let commit_message = store
                 .parse_oid(&v.commit)
                 .and_then(|id| store.commit_info(id))
-                .map(|i| i.message.lines().next().unwrap_or_default().to_owned())
+                .map(|i| i.message)
                 .unwrap_or_default();
+            let subject_line = commit_message.lines().next().unwrap_or_default();
+            let mut message = format!(
+                "commit {} ({subject_line:?}) on {short} is not a verified git-orch landing: {}",
+                &v.commit[..12],
+                v.reason
+            );
+            let mut fix = format!(
+                "if it should not be there, revert it through a run; if it is a known exception (pushed past the hooks on purpose), `git orch fsck --accept-commit {}` records that you reviewed it",
+                &v.commit[..12]
+            );
+            if let Some((run, task, attempt)) = unrecorded_landing(loaded, &commit_message) {
+                message.push_str(&format!(
+                    "; it carries the trailers of run {run}'s landing of {task} attempt {attempt}, of which no record is left (a crash cut the log's newest writes)"
+                ));
+                fix = format!(
+                    "resume the run (`git orch run {}`): it records the landing it finds on {short} instead of landing {task} again; {fix}",
+                    loaded.runs[&run].plan_id
+                );
+            }
             report.findings.push(Finding {
                 check: Check::Landings,
                 severity: Severity::Problem,
                 subject: v.commit[..12].to_owned(),
-                message: format!(
-                    "commit {} ({subject_line:?}) on {short} is not a verified git-orch landing: {}",
-                    &v.commit[..12],
-                    v.reason
-                ),
-                fix: format!(
-                    "if it should not be there, revert it through a run; if it is a known exception (pushed past the hooks on purpose), `git orch fsck --accept-commit {}` records that you reviewed it",
-                    &v.commit[..12]
-                ),
+                message,
+                fix,
                 accepted_by,
                 acceptance: Some(AcceptedFinding::Commit {
                     commit: v.commit.clone(),
@@ -713,6 +725,28 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
         }
     }
     Ok(())
+}
+
+/// The run, task and attempt whose landing trailers (`Orch-Run`,
+/// `Orch-Task`, `Orch-Attempt`) a commit's `message` carries, when that
+/// run is in the log and holds no landing of the task: a landing whose
+/// record a crash lost.
+fn unrecorded_landing(loaded: &Loaded, message: &str) -> Option<(RunId, String, u32)> {
+    let trailer = |key: &str| {
+        message
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+    };
+    let run = RunId::new(trailer("Orch-Run: ")?).ok()?;
+    let task = trailer("Orch-Task: ")?.to_owned();
+    let attempt = trailer("Orch-Attempt: ")?.parse().ok()?;
+    let state = loaded.runs.get(&run)?;
+    let landed = state
+        .landings
+        .iter()
+        .any(|l| !l.voided && l.task.as_str() == task);
+    (!landed).then_some((run, task, attempt))
 }
 
 /// A landing's record, due on the note of the commit it landed.

@@ -360,6 +360,103 @@ fn power_loss_after_a_run_empty_tip_objects_are_repaired_and_the_run_resumes() {
     assert_eq!(code, Some(0), "{report:#}");
 }
 
+/// The issue's crash: a run SIGKILLed just after its second landing moved
+/// the target, then what a power loss leaves of the newest writes: the
+/// log tip's commit, tree and event blobs of zero length, and the log's
+/// and the target's ref files of zero length. fsck --repair restores the
+/// clone and names what it restored; the resumed run lands each task
+/// exactly once.
+#[test]
+fn power_loss_after_a_killed_landing_is_repaired_and_each_task_lands_once() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 3, None);
+    let killed = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake", "--cap", "1"])
+        .env("ORCH_FAILPOINTS", "land.moved=kill@2")
+        .output()
+        .expect("run");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(killed.status.signal(), Some(9), "{}", stderr(&killed));
+    let reference = format!("refs/orch/log/{}", writer(&sb, &p.repo));
+    let tip = sb.git(&p.repo, &["rev-parse", &reference]);
+    let mut newest = vec![
+        tip.clone(),
+        sb.git(&p.repo, &["rev-parse", &format!("{tip}^{{tree}}")]),
+    ];
+    for line in sb
+        .git(
+            &p.repo,
+            &[
+                "diff-tree",
+                "-r",
+                "--no-commit-id",
+                &format!("{tip}^"),
+                &tip,
+            ],
+        )
+        .lines()
+    {
+        newest.push(line.split_whitespace().nth(3).expect("blob").to_owned());
+    }
+    for id in &newest {
+        truncate(&loose(&p.repo, id));
+    }
+    for r in [reference.as_str(), "refs/heads/main"] {
+        truncate(&p.repo.join(".git").join(r));
+    }
+    assert_every_command_names_the_repair(&sb, &p.repo, "after a killed landing");
+    let out = sb.orch(&p.repo, &["fsck", "--repair"]);
+    let err = stderr(&out);
+    assert!(
+        [Some(0), Some(3)].contains(&out.status.code()),
+        "{}{err}",
+        stdout(&out)
+    );
+    for r in [reference.as_str(), "refs/heads/main"] {
+        assert!(err.contains(&format!("restored {r}")), "{r}: {err}");
+    }
+    // Nothing damaged is left. The landing that moved main lost its
+    // record with the log's tip: fsck names it and says the resume
+    // records it; the scratch checkout is the kill's, for the next run.
+    let (_, report) = fsck_json(&sb, &p.repo);
+    let main_tip = sb.git(&p.repo, &["rev-parse", "main"]);
+    for f in report["findings"].as_array().expect("findings") {
+        match f["check"].as_str().unwrap_or_default() {
+            "scratch" => {}
+            "landings" => {
+                assert_eq!(f["subject"], main_tip[..12], "{report:#}");
+                assert!(
+                    f["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .contains("no record is left")
+                        && f["fix"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("git orch run proj"),
+                    "{report:#}"
+                );
+            }
+            _ => panic!("{report:#}"),
+        }
+    }
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(status_json(&sb, &p.repo)["state"], "finished");
+    assert_landed_once(&sb, &p.repo, &ids, "after the repair");
+    // Each task's change is on main once.
+    for t in &ids {
+        let touching = sb.git(
+            &p.repo,
+            &["log", "--format=%H", "main", "--", &format!("src/{t}/done")],
+        );
+        assert_eq!(touching.lines().count(), 1, "{t}: {touching}");
+    }
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
 #[test]
 fn power_loss_mid_run_zero_length_refs_are_repaired_and_the_run_resumes() {
     let mut sb = Sandbox::new();
