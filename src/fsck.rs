@@ -1,8 +1,9 @@
 //! `git orch fsck`: git-orch's state checked end to end, each finding with
 //! the command or step that fixes it.
 //!
-//! What it checks, reading everything afresh (never the state cache):
-//! every log record parses and sits under the name of its own blob; no
+//! What it checks, reading everything afresh (never the state cache): no
+//! ref of git-orch is damaged (checked first; the rest is then checked
+//! with the damaged refs hidden); every log record parses and sits under the name of its own blob; no
 //! writer's log was rewritten (two different events at one seq of one
 //! writer, in the union of every copy of the logs) or has copies that
 //! diverged; every commit protected targets gained since their first
@@ -11,12 +12,15 @@
 //! worktree is accounted for (and none holds a commit nothing else
 //! keeps); no scratch worktree outlived its landing or gate; no process
 //! of an attempt of this clone runs without a live driver; no checkout
-//! move of a landing was left half done; the configuration parses.
+//! move of a landing was left half done; the configuration parses; no pin
+//! of a dead process is left (a note).
 //!
 //! A person who reviewed a rewrite or an unverified commit accepts it
 //! ([`accept`]): a `finding_accepted` event, after which the finding is
-//! listed as accepted and no longer fails. [`repair`] makes the repairs
-//! that cannot lose anything (keeping commits, finishing checkout moves).
+//! listed as accepted and no longer fails. [`repair`] restores damaged
+//! refs (saying what was lost) and makes the repairs that cannot lose
+//! anything (keeping commits, finishing checkout moves, removing dead
+//! pins).
 //! This module reads and decides; it never prints.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
