@@ -137,6 +137,75 @@ fn a_revised_plan_carries_the_tasks_whose_definition_did_not_change() {
 }
 
 #[test]
+fn changing_how_a_task_runs_redoes_nothing_changing_what_it_makes_redoes_it_and_says_why() {
+    let mut sb = Sandbox::new();
+    let p = four_and_one(&mut sb);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    // How the tasks run changes: a's and b's retries, c's agent and
+    // branch, d's dependency dropped; e's verification is fixed. Only e
+    // runs again; agents that did run again would write TWICE.
+    for t in ["a", "b", "c", "d"] {
+        p.script(t, &format!("write src/{t}/done TWICE\n"));
+    }
+    p.script("e", "write src/e/fixed yes\n");
+    let plan_file = sb.path().join("plan.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_file).expect("plan")).expect("json");
+    for sub in plan["subtasks"].as_array_mut().expect("subtasks") {
+        match sub["id"].as_str().expect("id") {
+            "a" | "b" => sub["retries"] = serde_json::json!(3),
+            "c" => {
+                sub["agent"] = serde_json::json!("fake");
+                sub["branch"] = serde_json::json!("work/c");
+            }
+            "d" => sub["depends_on"] = serde_json::json!([]),
+            _ => {}
+        }
+    }
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&p.repo, &["approve", "proj"]);
+    let dry = sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--dry-run"]);
+    assert!(!dry.contains("runs again"), "{dry}");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    for t in ["a", "b", "c", "d"] {
+        assert_eq!(count(&evs, "attempt_created", t), 1, "{t} ran again");
+        assert_eq!(count(&evs, "landed", t), 1, "{t} landed again");
+    }
+    // What a task makes changes: b's deliverable. The dry run says b
+    // runs again and why; the run redoes b alone.
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_file).expect("plan")).expect("json");
+    for sub in plan["subtasks"].as_array_mut().expect("subtasks") {
+        if sub["id"] == "b" {
+            sub["deliverable"] = serde_json::json!("b, and better");
+        }
+    }
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&p.repo, &["approve", "proj"]);
+    let dry = sb.orch_ok(&p.repo, &["run", "proj", "--agent", "fake", "--dry-run"]);
+    let b = dry
+        .lines()
+        .find(|l| l.trim_start().starts_with("b "))
+        .unwrap_or_else(|| panic!("no line for b:\n{dry}"));
+    assert!(
+        b.contains("runs again: its deliverable changed since run"),
+        "{dry}"
+    );
+    assert_eq!(dry.matches("runs again").count(), 1, "{dry}");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    assert_eq!(count(&evs, "landed", "b"), 2);
+    assert_eq!(count(&evs, "landed", "a"), 1);
+    assert_eq!(sb.git(&p.repo, &["show", "main:src/b/done"]), "TWICE");
+}
+
+#[test]
 fn two_runs_of_one_plan_started_at_once_run_each_agent_once_twenty_times() {
     let mut sb = Sandbox::new();
     let tasks: Vec<(&str, &[&str], &str)> = vec![

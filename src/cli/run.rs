@@ -207,8 +207,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 d.worktree_root.display()
             ));
             for (task, status, ready) in d.tasks {
+                let again = TaskId::new(&task)
+                    .ok()
+                    .and_then(|t| d.redone.get(&t))
+                    .map(|why| format!(" (landed before; runs again: {why})"))
+                    .unwrap_or_default();
                 out.line(&format!(
-                    "  {task:<24} {status:<10}{}",
+                    "  {task:<24} {status:<10}{}{again}",
                     if ready { " ready now" } else { "" }
                 ));
             }

@@ -230,6 +230,9 @@ pub struct DryRun {
     pub settings: RunSettings,
     /// (task, status, would dispatch now).
     pub tasks: Vec<(String, String, bool)>,
+    /// Tasks the plan's last finished run landed that this run would do
+    /// again, and why.
+    pub redone: BTreeMap<TaskId, String>,
 }
 
 /// A run id: the plan id (shortened) and six random hex digits.
@@ -402,8 +405,8 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             best_of: opts.best_of.unwrap_or(1).max(1),
         },
     };
-    let carried = match &resume {
-        Some(_) => BTreeMap::new(),
+    let Carrying { carried, redone } = match &resume {
+        Some(_) => Carrying::default(),
         None => state.read(store, |index| {
             carried_tasks(store, index, &revision, &target, opts)
         })?,
@@ -439,6 +442,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
                 })
                 .collect(),
             settings: run_settings,
+            redone,
         }));
     }
     if resume.is_none()
@@ -659,16 +663,27 @@ fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
         .collect())
 }
 
+/// What a new run takes over from the plan's last finished run.
+#[derive(Default)]
+struct Carrying {
+    /// Tasks landed before, whose product is unchanged: done without an
+    /// attempt.
+    carried: BTreeMap<TaskId, crate::event::Carried>,
+    /// Tasks landed before that run again, and why.
+    redone: BTreeMap<TaskId, String>,
+}
+
 /// The tasks of `revision` that the plan's last finished run on `target`
-/// already landed (or carried), with an identical subtask definition;
-/// `--new` carries none, `--redo` leaves the named ones out.
+/// already landed (or carried), whose [product](product) is unchanged;
+/// `--new` carries none, `--redo` leaves the named ones out. The others
+/// that landed there are listed with the reason they run again.
 fn carried_tasks(
     store: &Store,
     index: &mut StateIndex,
     revision: &PlanRevision,
     target: &str,
     opts: &RunOptions,
-) -> Result<BTreeMap<TaskId, crate::event::Carried>, RunError> {
+) -> Result<Carrying, RunError> {
     for t in &opts.redo {
         if revision.plan.subtask(t.as_str()).is_none() {
             return Err(RunError::UnknownTask {
@@ -677,34 +692,19 @@ fn carried_tasks(
             });
         }
     }
-    if opts.new {
-        return Ok(BTreeMap::new());
-    }
+    let mut out = Carrying::default();
     let Some(last) = index.last_finished_of_plan(&revision.plan.id)? else {
-        return Ok(BTreeMap::new());
+        return Ok(out);
     };
     let Some(run) = index.run(&last.id)?.cloned() else {
-        return Ok(BTreeMap::new());
+        return Ok(out);
     };
-    if run.target != target {
-        return Ok(BTreeMap::new());
-    }
     let before = if run.plan_hash == revision.hash {
         revision.plan.clone()
     } else {
         plan_of(store, &run)?.plan
     };
-    let mut out = BTreeMap::new();
     for sub in &revision.plan.subtasks {
-        if opts.redo.contains(&sub.id) {
-            continue;
-        }
-        let Some(old) = before.subtask(sub.id.as_str()) else {
-            continue;
-        };
-        if fingerprint(old) != fingerprint(sub) {
-            continue;
-        }
         let Some(t) = run.tasks.get(&sub.id) else {
             continue;
         };
@@ -719,14 +719,69 @@ fn carried_tasks(
             (Some(c), None) if t.attempts.is_empty() => c.clone(),
             _ => continue,
         };
-        out.insert(sub.id.clone(), carried);
+        let changed = before
+            .subtask(sub.id.as_str())
+            .map(|old| changed_product(old, sub));
+        let why = if opts.new {
+            Some("--new carries nothing over".to_owned())
+        } else if opts.redo.contains(&sub.id) {
+            Some("--redo names it".to_owned())
+        } else if run.target != target {
+            Some(format!(
+                "run {} landed it on {}, not {target}",
+                run.id, run.target
+            ))
+        } else {
+            match changed {
+                None => Some(format!("run {} had no subtask of that id", run.id)),
+                Some(fields) if !fields.is_empty() => Some(format!(
+                    "its {} changed since run {} landed it",
+                    fields.join(", "),
+                    run.id
+                )),
+                Some(_) => None,
+            }
+        };
+        match why {
+            Some(why) => {
+                out.redone.insert(sub.id.clone(), why);
+            }
+            None => {
+                out.carried.insert(sub.id.clone(), carried);
+            }
+        }
     }
     Ok(out)
 }
 
-/// What identifies a subtask's definition across plan revisions.
-fn fingerprint(sub: &crate::plan::Subtask) -> blake3::Hash {
-    blake3::hash(&serde_json::to_vec(sub).expect("subtasks serialise"))
+/// What a subtask produces and how that is judged, field by field: its
+/// title and deliverable (what the agent is asked for), its owned globs,
+/// its verification and its gates' commands and modes. Not how it is run
+/// (agent, candidates, retries, branch, serial, dependencies, gate
+/// timeouts): changing those never redoes landed work.
+fn product(sub: &crate::plan::Subtask) -> [(&'static str, serde_json::Value); 5] {
+    let gates: BTreeMap<&String, serde_json::Value> = sub
+        .gates
+        .iter()
+        .map(|(name, g)| (name, serde_json::json!([g.run, g.mode])))
+        .collect();
+    [
+        ("title", serde_json::json!(sub.title)),
+        ("deliverable", serde_json::json!(sub.deliverable)),
+        ("owned globs", serde_json::json!(sub.owned_globs)),
+        ("verification", serde_json::json!(sub.verification)),
+        ("gates", serde_json::json!(gates)),
+    ]
+}
+
+/// The fields of [`product`] that differ between two definitions.
+fn changed_product(old: &crate::plan::Subtask, new: &crate::plan::Subtask) -> Vec<&'static str> {
+    product(old)
+        .into_iter()
+        .zip(product(new))
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((name, _), _)| name)
+        .collect()
 }
 
 /// Starts a run shared through `remote`: claims the plan's start there
