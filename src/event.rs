@@ -917,7 +917,11 @@ pub struct RunSummary {
     pub blocked: usize,
     pub attempts: usize,
     pub gate_runs: usize,
-    pub cost_usd: f64,
+    /// What agents reported spending (or was estimated from the price
+    /// table); `null` when none reported a cost. Older records hold 0.0
+    /// there for unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     pub duration_ms: u64,
 }
 

@@ -40,6 +40,9 @@ fn tokens_are_shown_and_an_unpriced_cost_is_unknown_not_zero() {
     assert_eq!(u["cache_read_tokens"], 1800);
     assert_eq!(u["cost"], "unknown");
     assert!(u["cost_usd"].is_null(), "{u}");
+    // The run's summary says the same, not 0.0.
+    assert!(s["summary"]["cost_usd"].is_null(), "{s}");
+    assert!(s["cost_usd"].is_null(), "{s}");
     let task = &s["tasks"][0];
     assert_eq!(task["usage"]["input_tokens"], 2400);
     assert_eq!(task["attempt_usage"][0]["usage"]["model"], "house-model-7");

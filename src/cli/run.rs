@@ -240,8 +240,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         Prepared::NothingToDo(last) => {
             let s = run::summarize(&last, &ctx_plan(&store, &last)?);
             output::status(&format!(
-                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, ${:.2}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
-                last.id, last.plan_id, s.tasks, s.attempts, s.cost_usd, last.id, last.plan_id
+                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, cost {}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
+                last.id,
+                last.plan_id,
+                s.tasks,
+                s.attempts,
+                super::status::run_usage_text(&last),
+                last.id,
+                last.plan_id
             ));
             return Ok(exit::OK);
         }

@@ -1015,7 +1015,7 @@ pub fn summarize(run: &RunState, plan: &Plan) -> RunSummary {
             })
             .count();
     }
-    s.cost_usd = run.cost();
+    s.cost_usd = view::run_usage(run).cost_usd;
     let end = run
         .attempts()
         .filter_map(|(_, a)| a.finished_ms)
