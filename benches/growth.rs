@@ -252,6 +252,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             duration_ms: 300_000,
             ..Default::default()
         },
+        closed: None,
     }]);
     ops
 }

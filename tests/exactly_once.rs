@@ -220,7 +220,7 @@ fn two_runs_of_one_plan_started_at_once_run_each_agent_once_twenty_times() {
         let before = events(&sb, &p.repo).len();
         let spawn = || {
             sb.command("git-orch", &p.repo)
-                .args(["run", "proj", "--agent", "fake", "--new"])
+                .args(["run", "proj", "--agent", "fake", "--redo-all"])
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::piped())
                 .spawn()

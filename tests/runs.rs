@@ -204,7 +204,7 @@ fn a_driver_killed_in_every_crash_window_then_rerun_lands_every_task_exactly_onc
         }
         let killed = sb
             .command("git-orch", &p.repo)
-            .args(["run", "proj", "--agent", "fake", "--cap", "2", "--new"])
+            .args(["run", "proj", "--agent", "fake", "--cap", "2", "--redo-all"])
             .env("ORCH_FAILPOINTS", window)
             .output()
             .expect("run");
@@ -787,4 +787,85 @@ fn a_failed_attempt_that_changed_nothing_leaves_the_landing_note_on_main() {
         !note.contains("/b/attempt-1"),
         "b's record on a commit b did not make: {note}"
     );
+}
+
+#[test]
+fn a_resumed_run_says_its_config_changed_and_new_closes_it_for_a_fresh_run_that_lands() {
+    let mut sb = Sandbox::new();
+    // The configuration is wrong: a 1 s timeout for an agent that takes 2.
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &[], "test -f src/b/done"),
+        ],
+        Some("[orch]\n\ttimeout = 1s\n\tretries = 5\n[breaker]\n\tconsecutiveFailures = 2\n"),
+    );
+    p.script("a", "write src/a/done yes\n");
+    p.script("b", "sleep 2\nwrite src/b/done yes\n");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    let first = status_json(&sb, &p.repo)["run"]
+        .as_str()
+        .expect("run")
+        .to_owned();
+    // The person fixes the configuration on main.
+    std::fs::write(
+        p.repo.join(".orch/config"),
+        "[orch]\n\ttimeout = 30s\n\tretries = 5\n[breaker]\n\tconsecutiveFailures = 2\n",
+    )
+    .expect("config");
+    sb.git(&p.repo, &["commit", "-qam", "a timeout that fits"]);
+    // Resuming keeps the old configuration, and says so with the command
+    // that gets the new one.
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(65), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(".orch/config on main changed since run")
+            && err.contains("`git orch run proj --new`"),
+        "{err}"
+    );
+    // Skipping a task while no driver runs says so, not "the driver acts".
+    let out = sb.orch(&p.repo, &["skip", "b"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("No driver runs it now: `git orch run proj` resumes it"),
+        "{}",
+        stderr(&out)
+    );
+    sb.orch_ok(&p.repo, &["retry", "b"]);
+    // `--new` closes it (the dry run says so first) and a fresh run from
+    // main's tip lands b, carrying a.
+    let dry = sb.orch_ok(
+        &p.repo,
+        &["run", "proj", "--agent", "fake", "--new", "--dry-run"],
+    );
+    assert!(
+        dry.contains(&format!("would close run {first} and start a new run")),
+        "{dry}"
+    );
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake", "--new"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let s = status_json(&sb, &p.repo);
+    assert_ne!(s["run"], first.as_str());
+    for t in s["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["status"], "done", "{s}");
+    }
+    let evs = events(&sb, &p.repo);
+    let closed = evs
+        .iter()
+        .find(|e| e["type"] == "run_finished" && e["run_id"] == first.as_str())
+        .expect("the old run is finished");
+    assert!(
+        closed["closed"]
+            .as_str()
+            .is_some_and(|c| c.contains("--new")),
+        "{closed}"
+    );
+    let landed_a = evs
+        .iter()
+        .filter(|e| e["type"] == "landed" && e["task"] == "a")
+        .count();
+    assert_eq!(landed_a, 1, "a is carried, not redone");
 }

@@ -510,7 +510,7 @@ fn three_workers_land_every_task_of_thirty_runs_exactly_once() {
     for rep in 0..reps {
         if rep > 0 {
             sb.orch_ok(&a, &["sync"]);
-            sb.orch_ok(&a, &["run", "proj", "--start-only", "--new"]);
+            sb.orch_ok(&a, &["run", "proj", "--start-only", "--redo-all"]);
             sb.orch_ok(&a, &["sync"]);
         }
         let run = log(&sb, &a)

@@ -46,8 +46,12 @@ pub struct RunOptions {
     pub start_only: bool,
     /// Run these tasks again even if an earlier run landed them.
     pub redo: Vec<TaskId>,
-    /// Run every task again: carry nothing over from earlier runs.
+    /// Never resume: close an unfinished run of the plan (recorded) and
+    /// start a fresh one from the target's tip, with the configuration
+    /// there; landed work is carried as usual.
     pub new: bool,
+    /// Run every task again: carry nothing over from earlier runs.
+    pub redo_all: bool,
     /// Candidates per task and round (best of N).
     pub best_of: Option<u32>,
 }
@@ -233,6 +237,8 @@ pub struct DryRun {
     /// Tasks the plan's last finished run landed that this run would do
     /// again, and why.
     pub redone: BTreeMap<TaskId, String>,
+    /// The unfinished run `--new` would close.
+    pub closes: Option<RunId>,
 }
 
 /// A run id: the plan id (shortened) and six random hex digits.
@@ -332,12 +338,31 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     let state = crate::state::SharedIndex::open(store)?;
     let previous = state.read(store, |index| unfinished(index, plan_id))?;
     if let Some(prev) = &previous
-        && prev.plan_hash != revision.hash
         && !opts.dry_run
     {
-        supersede(store, prev, &revision)?;
+        if prev.plan_hash != revision.hash {
+            supersede(
+                store,
+                prev,
+                &revision,
+                format!("replaced by revision {} of the plan", revision.revision),
+            )?;
+        } else if opts.new {
+            refuse_foreign(store, prev)?;
+            supersede(
+                store,
+                prev,
+                &revision,
+                "replaced by a fresh run (`git orch run --new`)".into(),
+            )?;
+        }
     }
-    let resume = previous.filter(|p| p.plan_hash == revision.hash);
+    // The unfinished run `--new` closes (or would, in a dry run).
+    let closes = previous
+        .as_ref()
+        .filter(|p| opts.new && p.plan_hash == revision.hash)
+        .map(|p| p.id.clone());
+    let resume = previous.filter(|p| p.plan_hash == revision.hash && !opts.new);
     if let Some(r) = &resume {
         refuse_foreign(store, r)?;
     }
@@ -358,10 +383,12 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         refuse_unpublished(store, remote.as_deref(), &target, base)?;
     }
     let settings = settings_at(store, base)?;
-    let warnings = if opts.dry_run || resume.is_some() {
-        Vec::new()
-    } else {
-        config_warnings(store, base)?
+    let warnings = match &resume {
+        _ if opts.dry_run => Vec::new(),
+        Some(r) => config_drift(store, r, &target, target_tip)?
+            .into_iter()
+            .collect(),
+        None => config_warnings(store, base)?,
     };
     // A sandbox that is asked for but cannot work stops the run before
     // anything is written.
@@ -443,6 +470,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
                 .collect(),
             settings: run_settings,
             redone,
+            closes,
         }));
     }
     if resume.is_none()
@@ -541,7 +569,12 @@ fn refuse_unpublished(
 
 /// Closes an unfinished run of an older revision, so it is never resumed
 /// against a plan nobody approved any more.
-fn supersede(store: &Store, prev: &RunState, revision: &PlanRevision) -> Result<(), RunError> {
+fn supersede(
+    store: &Store,
+    prev: &RunState,
+    revision: &PlanRevision,
+    why: String,
+) -> Result<(), RunError> {
     if let Err(holder) =
         crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
     {
@@ -553,6 +586,7 @@ fn supersede(store: &Store, prev: &RunState, revision: &PlanRevision) -> Result<
     store.append(vec![Event::RunFinished {
         run_id: prev.id.clone(),
         summary: summarize(prev, &revision.plan),
+        closed: Some(why),
     }])?;
     Ok(())
 }
@@ -646,6 +680,34 @@ fn refuse_dirty(store: &Store, plan: &Plan, target: &str) -> Result<(), RunError
 
 /// What a person should know before the run starts: project settings
 /// edited but not committed are not what the run reads.
+/// What a resumed run should say when `.orch/config` on its target has
+/// changed since its base: the run keeps the configuration of its base (a
+/// fixed agent command would not reach it), and `--new` is how to get a
+/// run with the new one.
+fn config_drift(
+    store: &Store,
+    run: &RunState,
+    target: &str,
+    tip: Option<Oid>,
+) -> Result<Option<String>, RunError> {
+    let (Ok(base), Some(tip)) = (store.parse_oid(&run.base), tip) else {
+        return Ok(None);
+    };
+    if base == tip {
+        return Ok(None);
+    }
+    let path = crate::store::config::PROJECT_CONFIG;
+    if store.file_at(base, path)? == store.file_at(tip, path)? {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{path} on {target} changed since run {} started from {}; a resumed run keeps the configuration of its base. `git orch run {} --new` closes this run and starts a fresh one from {target}'s tip with the new configuration (landed work is carried)",
+        run.id,
+        &run.base[..12.min(run.base.len())],
+        run.plan_id
+    )))
+}
+
 fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
     let Some(w) = store.workdir() else {
         return Ok(Vec::new());
@@ -675,7 +737,7 @@ struct Carrying {
 
 /// The tasks of `revision` that the plan's last finished run on `target`
 /// already landed (or carried), whose [product](product) is unchanged;
-/// `--new` carries none, `--redo` leaves the named ones out. The others
+/// `--redo-all` carries none, `--redo` leaves the named ones out. The others
 /// that landed there are listed with the reason they run again.
 fn carried_tasks(
     store: &Store,
@@ -722,8 +784,8 @@ fn carried_tasks(
         let changed = before
             .subtask(sub.id.as_str())
             .map(|old| changed_product(old, sub));
-        let why = if opts.new {
-            Some("--new carries nothing over".to_owned())
+        let why = if opts.redo_all {
+            Some("--redo-all".to_owned())
         } else if opts.redo.contains(&sub.id) {
             Some("--redo names it".to_owned())
         } else if run.target != target {
@@ -973,6 +1035,7 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         by: None,
         stopped: None,
         finished: None,
+        closed: None,
         tasks: Default::default(),
         claims: Default::default(),
         landings: Vec::new(),
