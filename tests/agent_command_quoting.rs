@@ -202,3 +202,43 @@ fn git_config_value(value: &str) -> String {
     out.push('"');
     out
 }
+
+#[test]
+fn a_template_naming_a_variable_agents_do_not_get_is_warned_about_with_the_pass_env_fix() {
+    let mut sb = Sandbox::new();
+    sb.set_env("HELPER", "from-the-shell");
+    let template = git_config_value(r#"test -n "$HELPER" && echo "$HELPER" > src/a/done"#);
+    let config = |pass: &str| {
+        format!(
+            "[orch]\n    agent = w\n    retries = 0\n[agent \"w\"]\n    kind = command\n{pass}    command = {template}\n"
+        )
+    };
+    let p = common::project(
+        &mut sb,
+        &[("a", &[], "test -f src/a/done")],
+        Some(&config("")),
+    );
+    let out = sb.orch(&p.repo, &["run", "proj"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("agent w's command names $HELPER, which agents do not get")
+            && err.contains("`passEnv = HELPER`"),
+        "{err}"
+    );
+    // The fix as the warning names it: the variable reaches the agent.
+    std::fs::write(
+        p.repo.join(".orch/config"),
+        config("    passEnv = HELPER\n"),
+    )
+    .expect("config");
+    sb.git(&p.repo, &["commit", "-qam", "pass HELPER"]);
+    let out = sb.orch(&p.repo, &["run", "proj"]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("which agents do not get"), "{err}");
+    assert_eq!(
+        sb.git(&p.repo, &["show", "main:src/a/done"]),
+        "from-the-shell"
+    );
+}

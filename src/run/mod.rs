@@ -508,6 +508,13 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         budget,
     )?;
     ctx.warnings = warnings;
+    if !opts.dry_run {
+        ctx.warnings.extend(unpassed_variables(
+            &ctx.settings,
+            &ctx.run_settings.agent,
+            ctx.plan(),
+        ));
+    }
     if resume.is_some() {
         return Ok(Prepared::Resumed(ctx));
     }
@@ -706,6 +713,54 @@ fn config_drift(
         &run.base[..12.min(run.base.len())],
         run.plan_id
     )))
+}
+
+/// Warnings for command agents of this run whose template names a
+/// variable of the user's shell that the allow-listed environment leaves
+/// out: it would expand to nothing, silently. Each names the `passEnv`
+/// that lets it through.
+fn unpassed_variables(settings: &Settings, agent: &str, plan: &crate::plan::Plan) -> Vec<String> {
+    use crate::agent::{AgentKind, AgentSpec, environment};
+    let mut names: Vec<&str> = vec![agent];
+    names.extend(settings.fallback.iter().map(String::as_str));
+    for sub in &plan.subtasks {
+        names.extend(sub.agent.as_deref());
+        names.extend(sub.candidates.iter().map(String::as_str));
+    }
+    names.sort_unstable();
+    names.dedup();
+    let extra = std::env::var(crate::sandbox::PASS_ENV).unwrap_or_default();
+    let mut warnings = Vec::new();
+    for name in names {
+        let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
+            continue; // an unknown agent is the preflight's to report
+        };
+        if spec.kind != AgentKind::Command {
+            continue;
+        }
+        let mut patterns: Vec<&str> = environment::BASE.to_vec();
+        patterns.extend(spec.pass_env.iter().map(String::as_str));
+        patterns.extend(settings.sandbox.pass_env.iter().map(String::as_str));
+        patterns.extend(
+            extra
+                .split([' ', ','])
+                .map(str::trim)
+                .filter(|p| !p.is_empty()),
+        );
+        // Variables the agent's own `env = NAME=VALUE` sets are there.
+        let set: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+        patterns.extend(set);
+        let text = std::iter::once(spec.command.clone().unwrap_or_default())
+            .chain(spec.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for var in environment::unpassed_references(&text, &patterns) {
+            warnings.push(format!(
+                "agent {name}'s command names ${var}, which agents do not get (only allow-listed variables reach them): it will expand to nothing. Add `passEnv = {var}` to `[agent \"{name}\"]` (or `[sandbox] passEnv`) in .orch/config to pass it"
+            ));
+        }
+    }
+    warnings
 }
 
 fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
