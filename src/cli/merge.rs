@@ -24,7 +24,7 @@ pub struct MergeArgs {
     /// The run (default: the newest unfinished one).
     #[arg(add = super::completions::runs())]
     pub run: Option<String>,
-    /// How attempts land (default: config orch.mergeStrategy, else rebase).
+    /// How attempts land (default: config orch.mergeStrategy, else squash).
     #[arg(long, value_parser = ["rebase", "merge", "squash"])]
     pub strategy: Option<String>,
     /// Stack up to K attempts and gate only the top (default: config

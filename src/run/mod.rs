@@ -685,8 +685,6 @@ fn refuse_dirty(store: &Store, plan: &Plan, target: &str) -> Result<(), RunError
     })
 }
 
-/// What a person should know before the run starts: project settings
-/// edited but not committed are not what the run reads.
 /// What a resumed run should say when `.orch/config` on its target has
 /// changed since its base: the run keeps the configuration of its base (a
 /// fixed agent command would not reach it), and `--new` is how to get a
@@ -763,6 +761,8 @@ fn unpassed_variables(settings: &Settings, agent: &str, plan: &crate::plan::Plan
     warnings
 }
 
+/// What a person should know before the run starts: project settings
+/// edited but not committed are not what the run reads.
 fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
     let Some(w) = store.workdir() else {
         return Ok(Vec::new());
