@@ -376,3 +376,26 @@ fn fish_completes_plan_and_task_ids_through_gits_own_completion() {
     assert_eq!(offers("git orch run proj --redo al"), ["alpha"]);
     assert_eq!(offers("git -C . orch skip be"), ["beta"]);
 }
+
+#[test]
+fn a_mistyped_command_or_option_gets_the_nearest_one() {
+    let sb = Sandbox::new();
+    let dir = sb.path();
+    for (args, hint) in [
+        (&["rn"][..], "hint: did you mean `git orch run`?"),
+        (&["show"][..], "hint: did you mean `git orch plan show`?"),
+        (&["ls"][..], "hint: did you mean `git orch status --all`?"),
+        (
+            &["run", "--cpa", "2", "p"][..],
+            "hint: did you mean `--cap` (see `git orch run -h`)?",
+        ),
+    ] {
+        let out = sb.orch(dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(hint), "{args:?}: {}", stderr(&out));
+    }
+    // Nothing near: no guess.
+    let out = sb.orch(dir, &["zzzzzzzz"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!stderr(&out).contains("did you mean"), "{}", stderr(&out));
+}

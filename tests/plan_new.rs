@@ -544,10 +544,18 @@ fn the_skeleton_is_a_plan_in_natural_key_order() {
     let file = sb.path().join("skeleton.json");
     std::fs::write(&file, &text).expect("write");
     let out = sb.orch(&repo, &["plan", "check", &file.to_string_lossy()]);
-    assert_ne!(
+    // A valid plan (not exit 1) that cannot be approved as it is: its
+    // first verification describes a command instead of being one.
+    assert_eq!(
         out.status.code(),
-        Some(1),
-        "the skeleton is a valid plan: {}",
+        Some(3),
+        "the skeleton is a valid plan that blocks until edited: {}",
         stderr(&out)
+    );
+    assert!(
+        stdout(&out).contains("first-piece's verification")
+            && stdout(&out).contains("reads as a description"),
+        "{}",
+        stdout(&out)
     );
 }

@@ -314,6 +314,9 @@ fn other_unfinished_runs_are_named_under_the_table_and_all_lists_every_run() {
     assert_eq!(runs[0]["plan_id"], "other", "newest first: {runs:?}");
     assert!(runs.iter().all(|r| r["finished"] == false), "{runs:?}");
     let proj = runs[1]["run"].as_str().expect("id").to_owned();
+    // A plan id names that plan's newest run.
+    let by_plan = common::json_lines(&sb.orch_ok(&p.repo, &["status", "proj", "--json"]));
+    assert_eq!(by_plan[0]["run"], proj.as_str());
     // Without a run: the newest, and a line naming the other.
     let table = sb.orch_ok(&p.repo, &["status"]);
     assert!(

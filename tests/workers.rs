@@ -667,9 +667,18 @@ fn a_run_for_workers_starts_only_from_a_published_base() {
         own(before),
         "a refused start wrote state"
     );
-    // Pushed, it starts.
+    // Pushed, it starts, published at once: the next step is the workers,
+    // not a sync.
     sb.git(&p.repo, &["push", "-q", "origin", "main"]);
-    sb.orch_ok(&p.repo, &["run", "proj", "--start-only"]);
+    let out = sb.orch(&p.repo, &["run", "proj", "--start-only"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is recorded and published to origin")
+            && stderr(&out).contains("`git orch worker --remote origin`")
+            && !stderr(&out).contains("git orch sync"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

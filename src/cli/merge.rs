@@ -21,7 +21,8 @@ use crate::run::{
 /// something could not land or the landing was refused.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// The run (default: the newest unfinished one).
+    /// The run, or a plan id for its newest run (default: the newest
+    /// unfinished one).
     #[arg(add = super::completions::runs())]
     pub run: Option<String>,
     /// How attempts land (default: config orch.mergeStrategy, else squash).

@@ -178,6 +178,10 @@ pub fn main() -> u8 {
                 exit::OK
             };
             let _ = e.print();
+            if let Some(hint) = suggest::for_usage_error(&e, &std::env::args().collect::<Vec<_>>())
+            {
+                eprintln!("hint: {hint}");
+            }
             return code;
         }
     };

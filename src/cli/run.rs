@@ -266,9 +266,15 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     };
     let run_id = ctx.run.clone();
     if args.start_only {
-        output::status(&format!(
-            "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
-        ));
+        output::status(&match &sharing {
+            // Started through the remote: the start is published already.
+            Some(remote) => format!(
+                "Run {run_id} is recorded and published to {remote}; nothing runs here.\nNext: `git orch worker --remote {remote}` on each machine that should work on it."
+            ),
+            None => format!(
+                "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
+            ),
+        });
         return Ok(exit::OK);
     }
     // Once per run: how agents are confined, and which cannot work here.

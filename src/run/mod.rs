@@ -1161,12 +1161,26 @@ pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> 
         })
 }
 
-/// The run a command means: `given`, else the newest unfinished run, else
-/// the newest run.
+/// The run a command means: `given` (a run id, or a plan id for that
+/// plan's newest unfinished run, else its newest finished one), else the
+/// newest unfinished run, else the newest run.
 pub fn pick_run(index: &mut StateIndex, given: Option<&str>) -> Result<RunState, RunError> {
     if let Some(g) = given {
         let id = RunId::new(g)?;
-        return index.run(&id)?.cloned().ok_or(RunError::NoRun(id));
+        if let Some(run) = index.run(&id)?.cloned() {
+            return Ok(run);
+        }
+        if let Ok(plan) = PlanId::new(g) {
+            if let Some(run) = unfinished(index, &plan)? {
+                return Ok(run);
+            }
+            if let Some(brief) = index.last_finished_of_plan(&plan)?
+                && let Some(run) = index.run(&brief.id)?.cloned()
+            {
+                return Ok(run);
+            }
+        }
+        return Err(RunError::NoRun(id));
     }
     let newest = index
         .newest_run()
