@@ -82,3 +82,122 @@ fn the_documented_cleanup_mode_is_the_settings_default() {
         "running.md marks {documented} as the default"
     );
 }
+
+/// The invariant numbers a test file's header cites (`invariants 1, 6 and
+/// 8`), from its `//!` block.
+fn cited_invariants(header: &str) -> Vec<u32> {
+    let text = header.replace("\n//!", " ");
+    let mut out = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("invariant") {
+        rest = &rest[i + "invariant".len()..];
+        let list: String = rest
+            .trim_start_matches('s')
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, ' ' | ',') || c.is_alphabetic())
+            .collect();
+        for word in list.split([' ', ',']) {
+            if let Ok(n) = word.parse() {
+                out.push(n);
+            } else if !(word.is_empty() || word == "and") {
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_invariant_a_test_cites_is_in_architecture_md_naming_that_test() {
+    let architecture = doc("ARCHITECTURE.md");
+    // The entry of invariant `n`: from `n. **` to the next entry or section.
+    let invariant = |n: u32| -> String {
+        let start = architecture
+            .find(&format!("\n{n}. **"))
+            .unwrap_or_else(|| panic!("ARCHITECTURE.md has no invariant {n}"));
+        architecture[start + 1..]
+            .lines()
+            .enumerate()
+            .take_while(|(i, l)| {
+                *i == 0
+                    || !(l.starts_with("## ")
+                        || l.split_once(". **")
+                            .is_some_and(|(num, _)| num.parse::<u32>().is_ok()))
+            })
+            .map(|(_, l)| l)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let mut checked = 0;
+    for entry in std::fs::read_dir(repo_root().join("tests")).expect("tests") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        let header: String = text
+            .lines()
+            .take_while(|l| l.starts_with("//!"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let name = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        for n in cited_invariants(&header) {
+            let body = invariant(n);
+            assert!(
+                body.contains(&format!("tests/{name}")),
+                "{name} cites invariant {n}, whose entry in ARCHITECTURE.md does not name it:\n{body}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(
+        checked >= 10,
+        "only {checked} citations found: the header reading broke"
+    );
+}
+
+#[test]
+fn no_text_in_the_repository_points_at_design_or_style_briefs_outside_it() {
+    let mut stale = Vec::new();
+    let mut stack = vec![repo_root()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("dir") {
+            let path = entry.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            if path.is_dir() {
+                if !matches!(name.as_str(), "target" | ".git") {
+                    stack.push(path);
+                }
+                continue;
+            }
+            if !matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("rs" | "md" | "toml" | "sh")
+            ) {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            for brief in ["DESIGN", "STYLE"] {
+                let name = format!("{brief}.md");
+                if text.contains(&name) && !repo_root().join(&name).exists() {
+                    stale.push(format!("{}: {name}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "references to files the repository does not have:\n{}",
+        stale.join("\n")
+    );
+}

@@ -1,4 +1,4 @@
-//! Exactly once (DESIGN.md §7, invariant 5): no task of an approved plan
+//! Exactly once (ARCHITECTURE.md, invariant 5): no task of an approved plan
 //! lands twice on a target unless a person asks for it by name. Reruns
 //! continue and never redo; of two simultaneous starts one drives; an
 //! attempt that fails inside git-orch ends cleanly; `retry` and `skip`

@@ -1,4 +1,4 @@
-//! Gates and retries end to end (DESIGN.md §2, invariant 7).
+//! Gates and retries end to end (ARCHITECTURE.md, invariant 7).
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The merge queue (DESIGN.md §2, invariants 2 and 3): the target only
+//! The merge queue (ARCHITECTURE.md, invariants 2 and 3): the target only
 //! ever moves to a tree that passed the integration gate on top of exactly
 //! the old target, without touching a user's files.
 

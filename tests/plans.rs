@@ -1,4 +1,4 @@
-//! Plans and approvals end to end (DESIGN.md §2, invariants 4 and 6): the
+//! Plans and approvals end to end (ARCHITECTURE.md, invariants 4 and 6): the
 //! real binary against temp repositories.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Runs end to end (DESIGN.md §2, §6, invariants 2 and 5): the real binary,
+//! Runs end to end (ARCHITECTURE.md, invariants 2 and 5): the real binary,
 //! real worktrees and the scripted fake agent.
 
 mod common;

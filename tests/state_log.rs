@@ -1,4 +1,4 @@
-//! The event log (DESIGN.md §3, invariants 1, 6 and 8): concurrent
+//! The event log (ARCHITECTURE.md, invariants 1, 6 and 8): concurrent
 //! appends, crashes mid-append, sharing through a remote, gc, and the errors
 //! a user sees when the repository is not usable.
 

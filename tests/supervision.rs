@@ -1,4 +1,4 @@
-//! Agents never outlive their driver (DESIGN.md §7.5, issue 12): when `git
+//! Agents never outlive their driver (ARCHITECTURE.md, invariant 5, issue 12): when `git
 //! orch run` or `git orch worker` dies by SIGKILL, its agents and all their
 //! descendants end within a few seconds, with or without the sandbox —
 //! including a grandchild that left the agent's process group with

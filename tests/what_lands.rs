@@ -1,4 +1,4 @@
-//! What lands is exactly what was gated (DESIGN.md §7, invariants 3 and
+//! What lands is exactly what was gated (ARCHITECTURE.md, invariants 3 and
 //! 7): gates judge every commit an attempt made, re-gating never rewrites
 //! history's verdict, landed commits read like a careful person's, and a
 //! retry carries the previous attempt.

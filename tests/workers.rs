@@ -1,4 +1,4 @@
-//! Several machines, one remote (DESIGN.md §3): workers in separate clones
+//! Several machines, one remote (ARCHITECTURE.md): workers in separate clones
 //! of one bare repository share a run through claim refs, leases and the
 //! merge queue's atomic pushes, and nothing else.
 

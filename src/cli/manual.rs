@@ -14,7 +14,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 
 use super::{Cli, exit};
 
-/// Exit codes of DESIGN.md §4, for the man page and the reference.
+/// The exit codes, for the man page and the reference.
 pub const EXIT_CODES: [(u8, &str); 8] = [
     (exit::OK, "success"),
     (exit::ERROR, "an error, or invalid input"),

@@ -3,7 +3,7 @@
 //! One file per command, each holding its clap args (whose doc comment is the
 //! help text) and one `run` function that calls the domain and renders the
 //! result. Errors become a [`CommandError`] carrying the exit code of
-//! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
+//! docs/cli.md (exit codes); `main` prints it as `error:` plus `hint:` lines.
 
 pub mod agents;
 pub mod approve;

@@ -498,7 +498,7 @@ impl RunStanding {
 }
 
 /// The exit code `git orch run` ends with for a run that has ended as
-/// `run` says (DESIGN.md §4), or `None` while it goes on: 0 when every
+/// `run` says (docs/cli.md, exit codes), or `None` while it goes on: 0 when every
 /// task is done or skipped, 3 when some are not, 64 for a spent budget, 65
 /// for the circuit breaker, 130 when interrupted.
 pub fn exit_code(run: &RunState) -> Option<u8> {
