@@ -63,9 +63,10 @@ impl Sandbox {
         let mut cmd = Command::new(program);
         cmd.current_dir(cwd).env_clear();
         let path = format!(
-            "{}:{}:/usr/local/bin:/usr/bin:/bin",
+            "{}:{}:{}",
             bin_dir().display(),
-            repo_root().join("fixtures/agents").display()
+            repo_root().join("fixtures/agents").display(),
+            system_bin().display()
         );
         for (k, v) in [
             ("PATH", path.as_str()),
@@ -459,4 +460,63 @@ pub fn interrupt_once_started(
     // what Ctrl-C sends.
     unsafe { libc::kill(pid, libc::SIGINT) };
     driver.wait_with_output().expect("wait for the run")
+}
+
+/// The real agent CLIs: tests that need them find them where `.ci/run`
+/// installs them, never wherever this machine happens to have them.
+const AGENT_CLIS: [&str; 4] = ["claude", "codex", "gemini", "aider"];
+
+/// The system's programs for the tests' PATH: a folder of links to
+/// everything in `/usr/local/bin`, `/usr/bin` and `/bin` except the agent
+/// CLIs, made once per test process. With the system folders themselves
+/// on PATH, a Gemini CLI installed system-wide changed what `git orch
+/// agents` said, and so a test's result.
+pub fn system_bin() -> &'static Path {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("system-bin");
+        let dir = root.join(std::process::id().to_string());
+        // Folders of processes that have ended.
+        if let Ok(entries) = std::fs::read_dir(&root) {
+            for e in entries.flatten() {
+                let alive = e
+                    .file_name()
+                    .to_str()
+                    .is_some_and(|pid| Path::new("/proc").join(pid).exists());
+                if !alive {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        std::fs::create_dir_all(&dir).expect("system-bin folder");
+        for folder in ["/usr/local/bin", "/usr/bin", "/bin"] {
+            let Ok(entries) = std::fs::read_dir(folder) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let Some(text) = name.to_str() else { continue };
+                if AGENT_CLIS.contains(&text) || dir.join(&name).exists() {
+                    continue; // hidden, or an earlier folder's program wins
+                }
+                let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+            }
+        }
+        dir
+    })
+}
+
+#[test]
+fn the_tests_path_has_the_system_programs_but_no_agent_cli() {
+    let dir = system_bin();
+    for present in ["git", "sh", "env"] {
+        assert!(
+            dir.join(present).exists(),
+            "{present} missing from {}",
+            dir.display()
+        );
+    }
+    for hidden in AGENT_CLIS {
+        assert!(!dir.join(hidden).exists(), "{hidden} is on the tests' PATH");
+    }
 }
