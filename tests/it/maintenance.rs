@@ -8,7 +8,7 @@
 //!   and both `git orch fsck` and `git fsck --full` are clean.
 //!   `ORCH_MAINTENANCE_TRIALS` sets the trials per command (default 1, a
 //!   few seconds each); the acceptance is ten of each:
-//!   `ORCH_MAINTENANCE_TRIALS=10 cargo test --test maintenance beside_a_run`.
+//!   `ORCH_MAINTENANCE_TRIALS=10 cargo test --test it maintenance::beside_a_run`.
 //!   `ORCH_MAINTENANCE_TASKS` changes the run's size (default 12).
 //! * A prune that runs exactly between an append writing its objects and
 //!   moving the log (failpoint `append.objects-written`), and one while a
@@ -19,7 +19,7 @@
 //!   repair restores the clone and says what it restored and what was
 //!   lost, and the run then resumes and lands every task exactly once.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
