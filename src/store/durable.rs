@@ -942,6 +942,51 @@ mod tests {
         );
     }
 
+    /// git's own fsync settings choose `Full`; anything else, `Ordered`.
+    #[test]
+    fn git_fsync_settings_choose_the_mode() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::init_for_tests(dir.path());
+        assert_eq!(store.durability(), Durability::Ordered);
+        let git = crate::process::Git::new(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1");
+        for (key, value, mode) in [
+            ("core.fsync", "pack,index", Durability::Ordered),
+            ("core.fsync", "pack, committed", Durability::Full),
+            ("core.fsync", "reference", Durability::Full),
+            ("core.fsync", "none", Durability::Ordered),
+        ] {
+            git.run(["config", key, value]).expect("config");
+            store.reload().expect("reload");
+            assert_eq!(store.durability(), mode, "{key}={value}");
+        }
+        git.run(["config", "core.fsyncObjectFiles", "true"])
+            .expect("config");
+        store.reload().expect("reload");
+        assert_eq!(store.durability(), Durability::Full);
+    }
+
+    /// Appends with `fsync` (objects, their folders, ref files and
+    /// folders) work and read back; a path that is not there is never
+    /// taken for a file system that orders write-back.
+    #[test]
+    fn full_durability_appends_and_reads_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::init_for_tests(dir.path());
+        store.set_durability(Durability::Full);
+        for n in 0..3 {
+            store
+                .append(vec![crate::event::Event::DebugMarker {
+                    label: "fsynced".into(),
+                    n,
+                }])
+                .expect("append");
+        }
+        assert_eq!(store.read_log().expect("log").entries.len(), 3);
+        assert!(!starting_orders(&dir.path().join("not-there")));
+    }
+
     /// An object deleted after the ref that names it moved is written
     /// again by the next check, from memory.
     #[test]
