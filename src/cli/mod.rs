@@ -205,6 +205,14 @@ pub fn main() -> u8 {
             e.code
         }
     };
+    // A prune beside this command may still be taking objects it wrote:
+    // they are checked (and written again) until that cannot happen.
+    if let Err(e) = crate::store::durable::settle_all() {
+        output::print_error(&CommandError::from(e).render());
+        if code == exit::OK {
+            code = exit::ERROR;
+        }
+    }
     // Output cut short by anything but a reader that went away (a full
     // disk) is a failure, whatever the command thought.
     if let Some(e) = output::take_write_error() {

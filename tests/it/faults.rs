@@ -1,6 +1,6 @@
 //! Faults from outside git-orch: a disk that fills up in the middle of a
 //! run. (Many machines and a flaky remote: tests/it/workers.rs; git
-//! maintenance beside a run and power loss: tests/maintenance.rs.)
+//! maintenance beside a run and power loss: tests/it/maintenance.rs.)
 //!
 //! The disk is real: a 50 MB tmpfs that bubblewrap mounts for the test
 //! (`--size`), where the repository and its worktrees live while a run

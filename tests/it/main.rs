@@ -29,6 +29,7 @@ mod hooks;
 mod land;
 mod layering;
 mod lifecycle;
+mod maintenance;
 mod merge_queue;
 mod ownership;
 mod plan_new;
