@@ -310,17 +310,21 @@ pub fn read(
             other => (other, Some(describe(other))),
         }
     };
-    let cause = watch.cause().map(str::to_owned).or_else(|| {
+    // The CLI's own last error; else, when it failed, its last line that
+    // is not a banner (at a timeout, only one that reads like an error:
+    // the last line is then whatever it was doing).
+    let mut cause = watch.cause().map(str::to_owned).or_else(|| {
         (!ended.success())
-            .then(|| {
-                tail.lines()
-                    .rev()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty() && !l.starts_with('{'))
-                    .map(|l| l.chars().take(400).collect::<String>())
-            })
+            .then(|| agent::stream::last_error_line(spec.kind, tail, ended.timed_out))
             .flatten()
     });
+    // A report the CLI wrote is named only where it still is: inside the
+    // sandbox its temporary folder is gone once the agent ended.
+    if let (Some(c), Some(report)) = (cause.as_mut(), watch.report())
+        && Path::new(report).is_file()
+    {
+        c.push_str(&format!(" (full report: {report})"));
+    }
     Read {
         usage,
         unavailable,

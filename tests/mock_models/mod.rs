@@ -54,6 +54,13 @@ pub enum Scenario {
     Status(u16),
     /// The stream breaks off with garbage in the middle of a turn.
     Malformed,
+    /// A complete response (the connection stays sound) whose stream
+    /// carries an event that is not JSON, as a faulty gateway sends.
+    Garbled,
+    /// A complete response whose stream ends before the message does (no
+    /// `message_stop`, no completion event), as a gateway that cuts an
+    /// upstream stream short sends.
+    Truncated,
     /// Turn 1 writes the file; every later request gets no answer.
     HangAfterTool { path: String, content: String },
 }
@@ -438,6 +445,8 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
     let second = after_tool(api, &v) || shared.tool_sent.swap(true, Ordering::SeqCst);
     match (&shared.scenario, second) {
         (Scenario::Malformed, _) => malformed(api),
+        (Scenario::Garbled, _) => garbled(api),
+        (Scenario::Truncated, _) => truncated(api, &model, shared),
         (Scenario::HangAfterTool { .. }, true) => Reply::Hang,
         (
             Scenario::WriteFile { path, content } | Scenario::HangAfterTool { path, content },
@@ -720,6 +729,51 @@ fn malformed(api: Api) -> Reply {
     };
     Reply::Broken {
         content_type,
+        body: body.into_bytes(),
+    }
+}
+
+/// The start of the malformed stream, sent whole and closed cleanly.
+fn garbled(api: Api) -> Reply {
+    let Reply::Broken { content_type, body } = malformed(api) else {
+        unreachable!("malformed streams are broken replies")
+    };
+    Reply::Full {
+        status: 200,
+        content_type,
+        body,
+    }
+}
+
+/// A turn's stream without its last events.
+fn truncated(api: Api, model: &str, shared: &Shared) -> Reply {
+    let id = next_id(shared);
+    let body = match api {
+        Api::Anthropic => {
+            let mut events = anthropic_message(
+                model,
+                id,
+                json!({"type":"text","text":""}),
+                vec![json!({"type":"text_delta","text":"I will"})],
+                "end_turn",
+                true,
+            );
+            // Up to the first delta: no block stop, no message stop.
+            events.truncate(3);
+            sse(&events)
+        }
+        Api::OpenAiResponses => {
+            let item = json!({"type":"message","id":format!("msg_mock{id}"),"role":"assistant","status":"in_progress","content":[]});
+            let mut events = responses_events(model, id, item, true);
+            events.truncate(2);
+            sse(&events)
+        }
+        Api::Gemini => String::new(),
+        Api::OpenAiChat => String::new(),
+    };
+    Reply::Full {
+        status: 200,
+        content_type: "text/event-stream",
         body: body.into_bytes(),
     }
 }
