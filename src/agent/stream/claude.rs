@@ -245,4 +245,17 @@ mod tests {
             Some(Availability::Overloaded)
         );
     }
+
+    #[test]
+    fn claude_retry_without_a_status_is_an_unreachable_server() {
+        let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":null,"error":"Connection error."}"#;
+        let (w, at) = feed(AgentKind::Claude, 0, &[(false, retry)]);
+        assert_eq!(at, Some(0));
+        let u = w.unavailable().expect("stopped");
+        assert_eq!(u.class, Availability::Unreachable);
+        assert_eq!(
+            u.evidence,
+            "API request failed (Connection error.), retrying"
+        );
+    }
 }

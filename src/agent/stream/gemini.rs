@@ -267,4 +267,34 @@ mod tests {
             assert_eq!(w.cause(), None, "{banner}");
         }
     }
+
+    #[test]
+    fn gemini_refused_key_stops_at_once_and_fetch_failed_is_unreachable() {
+        let (w, at) = feed(
+            AgentKind::Gemini,
+            2,
+            &[(
+                true,
+                r#"Error when talking to Gemini API Full report available at: /tmp/r.json ApiError: {"error":{"code":401,"message":"API key not valid. Please pass a valid API key.","status":"UNAUTHENTICATED"}}"#,
+            )],
+        );
+        assert_eq!(at, Some(0));
+        assert_eq!(
+            w.unavailable().map(|u| u.class),
+            Some(Availability::AuthFailed)
+        );
+        let (w, _) = feed(
+            AgentKind::Gemini,
+            2,
+            &[(
+                true,
+                "Attempt 1 failed: fetch failed. Retrying with backoff...",
+            )],
+        );
+        assert_eq!(
+            w.unresolved().map(|u| u.class),
+            Some(Availability::Unreachable)
+        );
+        assert_eq!(w.retries(), 1);
+    }
 }
