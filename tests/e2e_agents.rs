@@ -729,3 +729,117 @@ fn a_refused_key_is_not_tried_again_in_the_run() {
         "{s}"
     );
 }
+
+/// A plan a lead agent writes: three independent subtasks.
+fn lead_plan() -> String {
+    let subtasks: Vec<serde_json::Value> = ["x", "y", "z"]
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "id": format!("part-{id}"), "title": format!("Part {id}"),
+                "owned_globs": [format!("src/{id}/**")],
+                "deliverable": format!("src/{id}/done.txt exists"),
+                "verification": format!("test -f src/{id}/done.txt"),
+            })
+        })
+        .collect();
+    serde_json::json!({"version": 1, "id": "split-the-work", "instruction": "Split the work", "subtasks": subtasks}).to_string()
+}
+
+/// The first lead session's first prompt.
+fn logs_prompt(repo: &Path) -> String {
+    std::fs::read_dir(repo.join(".git/orch/lead"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| std::fs::read_to_string(d.path().join("round-1/prompt.md")).unwrap_or_default())
+        .collect()
+}
+
+/// `plan new --agent`: the lead agent writes its plan file where it may
+/// write, with or without the sandbox, and the plan passes `plan check`.
+fn lead_writes_a_plan(cli: Cli, test: &str, sandbox: &str) {
+    let Some(mut w) = world(
+        cli,
+        test,
+        Some(Scenario::WritePlan {
+            content: lead_plan(),
+        }),
+        None,
+        "",
+    ) else {
+        return;
+    };
+    w.sb.set_env("GIT_ORCH_SANDBOX", sandbox);
+    // As in codex_lands_without_the_sandbox_in_its_own_workspace_write_sandbox:
+    // Codex's own sandbox needs its home outside /tmp.
+    let codex_home = tempfile::Builder::new()
+        .prefix("codex-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("codex home");
+    if cli.api == Api::OpenAiResponses && sandbox == "none" {
+        w.sb.set_env("CODEX_HOME", &codex_home.path().to_string_lossy());
+    }
+    let out = w.sb.orch(
+        &w.p.repo,
+        &[
+            "plan",
+            "new",
+            "Split the work",
+            "--agent",
+            cli.name,
+            "--rounds",
+            "1",
+        ],
+    );
+    let (stdout, err) = (common::stdout(&out), stderr(&out));
+    let logs = std::fs::read_dir(w.p.repo.join(".git/orch/lead"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| {
+            let r = d.path().join("round-1");
+            format!(
+                "{}\n{}",
+                std::fs::read_to_string(r.join("agent.out")).unwrap_or_default(),
+                std::fs::read_to_string(r.join("agent.err")).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}\n{logs}");
+    let draft = stdout
+        .lines()
+        .find_map(|l| l.split("(draft, not stored yet): ").nth(1))
+        .unwrap_or_else(|| panic!("no draft in {stdout}"))
+        .to_owned();
+    // The file it was told to write is named for the plan's id.
+    assert!(
+        logs_prompt(&w.p.repo).contains("/split-the-work.json (its path"),
+        "the brief names another plan file"
+    );
+    let check = w.sb.orch(&w.p.repo, &["plan", "check", &draft]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    // Nothing of the user's changed.
+    assert_eq!(w.sb.git(&w.p.repo, &["status", "--porcelain"]), "");
+}
+
+macro_rules! lead_tests {
+    ($($name:ident: $cli:expr, $sandbox:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            lead_writes_a_plan($cli, stringify!($name), $sandbox);
+        }
+    )*};
+}
+
+lead_tests! {
+    claude_lead_writes_a_plan_without_the_sandbox: CLAUDE, "none";
+    codex_lead_writes_a_plan_without_the_sandbox: CODEX, "none";
+    gemini_lead_writes_a_plan_without_the_sandbox: GEMINI, "none";
+    aider_lead_writes_a_plan_without_the_sandbox: AIDER, "none";
+    claude_lead_writes_a_plan_in_the_sandbox: CLAUDE, "";
+    codex_lead_writes_a_plan_in_the_sandbox: CODEX, "";
+    gemini_lead_writes_a_plan_in_the_sandbox: GEMINI, "";
+    aider_lead_writes_a_plan_in_the_sandbox: AIDER, "";
+}

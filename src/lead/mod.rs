@@ -334,13 +334,25 @@ fn reset_checkout(store: &Store, checkout: &CheckoutPaths, base: Oid) -> Result<
         .map_err(|e| LeadError::Out(format!("cannot reset the lead agent's checkout: {e}")))
 }
 
-/// A file name for the plan at the checkout's root that the base tree
-/// does not hold.
-fn plan_name(paths: &[String]) -> String {
-    let mut name = ".orch-plan.json".to_owned();
+/// The plan file's name at the checkout's root: `<id>.json`, the id the
+/// brief's skeleton proposes for the instruction (so the file is named
+/// like the draft and the stored plan), numbered when the base tree holds
+/// a file or folder of that name. In the checkout's root because that is
+/// where every agent may write, with or without the sandbox: each CLI's
+/// milder permission mode (Claude's `acceptEdits`, Gemini's `auto_edit`,
+/// Codex's `workspace-write`) accepts edits in its working folder, and
+/// some refuse anything under a `.git` folder.
+fn plan_name(instruction: &str, paths: &[String]) -> String {
+    let slug = brief::slug(instruction);
+    let taken = |name: &str| {
+        paths
+            .iter()
+            .any(|p| p == name || p.strip_prefix(name).is_some_and(|r| r.starts_with('/')))
+    };
+    let mut name = format!("{slug}.json");
     let mut n = 2;
-    while paths.contains(&name) {
-        name = format!(".orch-plan-{n}.json");
+    while taken(&name) {
+        name = format!("{slug}-{n}.json");
         n += 1;
     }
     name
@@ -405,7 +417,7 @@ pub async fn run(
         },
     };
     store.make_checkout(&checkout.paths, base, LEAD_BRANCH)?;
-    let plan_name = plan_name(&paths);
+    let plan_name = plan_name(&opts.instruction, &paths);
     let plan_file = checkout.paths.dir.join(&plan_name);
     let plan_file_text = plan_file.to_string_lossy().into_owned();
     let brief_text = brief::render(&brief::BriefInput {
@@ -761,11 +773,17 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_file_name_avoids_files_of_the_tree() {
-        assert_eq!(plan_name(&[]), ".orch-plan.json");
+    fn the_plan_file_is_named_for_the_plan_id_and_avoids_the_tree() {
         assert_eq!(
-            plan_name(&[".orch-plan.json".into(), ".orch-plan-2.json".into()]),
-            ".orch-plan-3.json"
+            plan_name("Add a checkout flow", &[]),
+            "add-a-checkout-flow.json"
+        );
+        assert_eq!(
+            plan_name(
+                "Package",
+                &["package.json".into(), "package-2.json/x".into()]
+            ),
+            "package-3.json"
         );
     }
 }

@@ -63,6 +63,9 @@ pub enum Scenario {
     Truncated,
     /// Turn 1 writes the file; every later request gets no answer.
     HangAfterTool { path: String, content: String },
+    /// A lead agent: turn 1 writes `content` to the plan file its brief
+    /// names ("Write the plan as JSON to the file PATH"), turn 2 ends.
+    WritePlan { content: String },
 }
 
 /// One request the server received.
@@ -361,7 +364,20 @@ fn workdir(api: Api, body: &str) -> Option<String> {
     None
 }
 
+/// The plan file a lead agent's brief names.
+fn plan_file(body: &str) -> Option<String> {
+    let marker = "Write the plan as JSON to the file ";
+    let rest = &body[body.find(marker)? + marker.len()..];
+    let end = rest
+        .find(|c: char| c == '"' || c == '\\' || c.is_whitespace())
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
 fn absolute(api: Api, body: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        return path.to_owned();
+    }
     match workdir(api, body) {
         Some(w) => format!("{w}/{path}"),
         None => path.to_owned(),
@@ -443,6 +459,17 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
     }
     let model = model_of(api, req, &v);
     let second = after_tool(api, &v) || shared.tool_sent.swap(true, Ordering::SeqCst);
+    if let (Scenario::WritePlan { content }, false) = (&shared.scenario, second) {
+        let path = plan_file(&body).unwrap_or_else(|| "plan.json".to_owned());
+        return tool_turn(
+            api,
+            &model,
+            &absolute(api, &body, &path),
+            &path,
+            content,
+            shared,
+        );
+    }
     match (&shared.scenario, second) {
         (Scenario::Malformed, _) => malformed(api),
         (Scenario::Garbled, _) => garbled(api),
@@ -459,7 +486,7 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
             content,
             shared,
         ),
-        (_, true) => final_turn(api, &model, shared),
+        (_, true) | (Scenario::WritePlan { .. }, false) => final_turn(api, &model, shared),
         (Scenario::Status(_), false) => unreachable!("answered above"),
     }
 }
