@@ -843,3 +843,31 @@ lead_tests! {
     gemini_lead_writes_a_plan_in_the_sandbox: GEMINI, "";
     aider_lead_writes_a_plan_in_the_sandbox: AIDER, "";
 }
+
+/// A lead agent whose key is refused: `plan new` ends at once, says so
+/// once, and does not suggest trying again later (no wait fixes a key).
+#[test]
+fn a_refused_lead_agent_is_reported_once_without_try_again_later() {
+    let Some(w) = world(
+        CLAUDE,
+        "a_refused_lead_agent_is_reported_once_without_try_again_later",
+        Some(Scenario::Status(401)),
+        None,
+        "",
+    ) else {
+        return;
+    };
+    let start = Instant::now();
+    let out = w.sb.orch(
+        &w.p.repo,
+        &["plan", "new", "Split the work", "--agent", "claude"],
+    );
+    let took = start.elapsed();
+    let all = format!("{}{}", common::stdout(&out), stderr(&out));
+    eprintln!("e2e claude lead 401: ended in {took:?}\n{all}");
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    // Claude's words for the refusal, once (not again in the error line).
+    assert_eq!(all.matches("API error 401").count(), 1, "{all}");
+    assert!(!all.contains("try again later"), "{all}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}

@@ -210,8 +210,12 @@ pub enum End {
     Passed,
     /// The rounds ran out with a plan that still fails (or none).
     Failed,
-    /// The agent became unavailable (rate limited, missing) mid-session.
-    Unavailable(String),
+    /// The agent became unavailable (rate limited, missing, its key
+    /// refused) mid-session: what it was, and the reason with its words.
+    Unavailable {
+        class: agent::Availability,
+        reason: String,
+    },
     /// Reported cost reached `--budget` before the plan passed.
     Budget { spent: f64, budget: f64 },
     /// Ctrl-C.
@@ -509,6 +513,12 @@ pub async fn run(
         let mut hash = None;
         session.plan = None;
         match read_plan_file(&plan_file) {
+            // An agent that could not work wrote nothing: that is the
+            // problem, not the missing file.
+            Written::Nothing if ran.failed.is_some() => {
+                outcome = PlanRoundOutcome::Missing;
+                problems = Vec::new();
+            }
             Written::Nothing => {
                 outcome = PlanRoundOutcome::Missing;
                 problems = vec![format!(
@@ -604,8 +614,8 @@ pub async fn run(
             session.end = End::Interrupted;
             break;
         }
-        if let Some(why) = ran.unavailable {
-            session.end = End::Unavailable(why);
+        if let Some((class, reason)) = ran.unavailable {
+            session.end = End::Unavailable { class, reason };
             break;
         }
         if outcome == PlanRoundOutcome::Passed {
@@ -654,8 +664,9 @@ struct Ran {
     tail: String,
     /// Why the run did not succeed, in words after "the agent".
     failed: Option<String>,
-    /// Set when the agent cannot run at all now (missing, rate limited).
-    unavailable: Option<String>,
+    /// Set when the agent cannot run at all now (missing, rate limited,
+    /// its key refused): what it is, and the reason.
+    unavailable: Option<(agent::Availability, String)>,
 }
 
 /// Runs the agent once exactly as attempts run theirs (see
@@ -688,7 +699,7 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
         usage: AgentUsage::default(),
         tail: String::new(),
         failed: Some(why.clone()),
-        unavailable: Some(why),
+        unavailable: Some((agent::Availability::Missing, why)),
     };
     let launch = match crate::launch::agent(&crate::launch::AgentJob {
         spec,
@@ -727,7 +738,7 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
     let unavailable = if ended.timed_out || ended.cancelled {
         None
     } else {
-        read.unavailable.clone()
+        read.unavailable.clone().map(|why| (read.availability, why))
     };
     let failed = if ended.timed_out {
         Some(format!(
@@ -736,8 +747,8 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
         ))
     } else if ended.cancelled {
         Some("was interrupted".to_owned())
-    } else if let Some(u) = &unavailable {
-        Some(format!("is unavailable: {u}"))
+    } else if let Some((_, why)) = &unavailable {
+        Some(format!("is unavailable: {why}"))
     } else if ended.exit != Some(0) {
         Some(match ended.exit {
             Some(c) => format!("exited with status {c}"),
@@ -746,8 +757,11 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
     } else {
         None
     };
+    // The cause once: an unavailable agent's reason quotes it already.
     let failed = match (failed, &read.cause) {
-        (Some(f), Some(cause)) => Some(format!("{f}: {}", masking::mask_text(cause))),
+        (Some(f), Some(cause)) if !f.contains(cause.as_str()) => {
+            Some(format!("{f}: {}", masking::mask_text(cause)))
+        }
         (f, _) => f,
     };
     Ran {

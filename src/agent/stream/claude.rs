@@ -45,9 +45,15 @@ impl StreamWatch {
                     .and_then(class_of_status)
                     .or_else(|| class_of_text(error))
                     .unwrap_or(Availability::Unreachable);
+                // A refused key is not retried: git-orch stops it here.
+                let retrying = if class == Availability::AuthFailed {
+                    ""
+                } else {
+                    ", retrying"
+                };
                 let evidence = match status {
-                    Some(s) => format!("API error {s} ({error}), retrying"),
-                    None => format!("API request failed ({error}), retrying"),
+                    Some(s) => format!("API error {s} ({error}){retrying}"),
+                    None => format!("API request failed ({error}){retrying}"),
                 };
                 self.provider_error(class, &evidence, true);
             }
