@@ -143,6 +143,30 @@ fn world_of(
     extra: &str,
     ids: &[&str],
 ) -> Option<World> {
+    let recipe = doc_block(cli.name, "recipe");
+    world_with(
+        cli,
+        test,
+        scenario,
+        url,
+        &format!("{recipe}{extra}"),
+        ids,
+        true,
+    )
+}
+
+/// [`world_of`] with `config` as the whole `.orch/config` (its gateway
+/// address replaced by the mock's), and the API key in the environment
+/// only when `key`.
+fn world_with(
+    cli: Cli,
+    test: &str,
+    scenario: Option<Scenario>,
+    url: Option<String>,
+    config: &str,
+    ids: &[&str],
+    key: bool,
+) -> Option<World> {
     let bin = locate(cli, test)?;
     let server = scenario.map(|s| MockServer::start(cli.api, s));
     let url = url.unwrap_or_else(|| server.as_ref().expect("a server or a URL").url());
@@ -157,7 +181,9 @@ fn world_of(
             common::repo_root().join("fixtures/agents").display()
         ),
     );
-    sb.set_env(cli.key, "sk-test-key");
+    if key {
+        sb.set_env(cli.key, "sk-test-key");
+    }
     // The recipe's own sandbox setting (auto), not the harness's `none`.
     sb.set_env("GIT_ORCH_SANDBOX", "");
     // The fallback fake reads its script from the environment, which the
@@ -166,8 +192,7 @@ fn world_of(
         "FAKE_AGENT_SCRIPT",
         "run sh -c 'mkdir -p src/$ORCH_TASK && echo from-the-fallback > src/$ORCH_TASK/hello.txt'\n",
     );
-    let recipe = doc_block(cli.name, "recipe").replace(GATEWAY, &url);
-    let config = format!("{recipe}{extra}");
+    let config = config.replace(GATEWAY, &url);
     let verify: Vec<String> = ids
         .iter()
         .map(|t| format!("test -f src/{t}/hello.txt"))
@@ -870,4 +895,74 @@ fn a_refused_lead_agent_is_reported_once_without_try_again_later() {
     assert_eq!(all.matches("API error 401").count(), 1, "{all}");
     assert!(!all.contains("try again later"), "{all}");
     assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// Claude Code configured only in the user's `~/.claude/settings.json`
+/// (the key and the gateway in its `env`, or a key from its
+/// `apiKeyHelper`), as Claude reads it itself: the preflight lets it run,
+/// the sandbox gives it a copy of the file, and the work lands.
+fn claude_settings_only(test: &str, settings: serde_json::Value) {
+    let server = MockServer::start(
+        Api::Anthropic,
+        Scenario::WriteFile {
+            path: OWNED.into(),
+            content: "hello from claude".into(),
+        },
+    );
+    let settings = settings.to_string().replace(GATEWAY, &server.url());
+    // The recipe without its environment: nothing but the settings file
+    // tells Claude where and who it is.
+    let config = "[orch]\n    agent = claude\n    retries = 0\n[agent \"claude\"]\n    kind = claude\n    model = claude-sonnet-4-5\n    apiRetries = 1\n    timeout = 300\n";
+    let Some(mut w) = world_with(
+        CLAUDE,
+        test,
+        None,
+        Some(server.url()),
+        config,
+        &["a"],
+        false,
+    ) else {
+        return;
+    };
+    w.server = Some(server);
+    let dir = w.sb.path().join("home/.claude");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("settings.json"), settings).expect("settings");
+    let (code, err, took) = run(&w, &[]);
+    assert_eq!(code, Some(0), "{err}\n{}", agent_log(&w));
+    assert!(!err.contains("cannot work here"), "{err}");
+    assert_eq!(
+        landed(&w.p.repo).map(|s| s.trim().to_owned()),
+        Some("hello from claude".to_owned()),
+        "{err}"
+    );
+    let agents = w.sb.orch(&w.p.repo, &["agents", "claude"]);
+    assert_eq!(agents.status.code(), Some(0), "{}", common::stdout(&agents));
+    eprintln!("e2e claude with settings.json only: landed in {took:?}");
+}
+
+#[test]
+fn claude_configured_only_in_its_settings_env_lands() {
+    claude_settings_only(
+        "claude_configured_only_in_its_settings_env_lands",
+        serde_json::json!({"env": {
+            "ANTHROPIC_API_KEY": "sk-test-key",
+            "ANTHROPIC_BASE_URL": GATEWAY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }}),
+    );
+}
+
+#[test]
+fn claude_configured_only_with_an_api_key_helper_lands() {
+    claude_settings_only(
+        "claude_configured_only_with_an_api_key_helper_lands",
+        serde_json::json!({
+            "apiKeyHelper": "echo sk-test-key",
+            "env": {
+                "ANTHROPIC_BASE_URL": GATEWAY,
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+        }),
+    );
 }

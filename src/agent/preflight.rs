@@ -89,24 +89,48 @@ pub fn check(spec: &AgentSpec, probe: &Probe) -> Vec<Finding> {
     }
 }
 
+/// The variables that give Claude Code a key, a token, or a cloud
+/// provider's credentials to use.
+const CLAUDE_AUTH_VARS: [&str; 5] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+];
+
+/// Whether Claude Code's user settings (`~/.claude/settings.json`, the
+/// text `settings`) give it credentials as Claude Code reads them: one of
+/// [`CLAUDE_AUTH_VARS`] in its `env` object (applied to Claude's own
+/// environment), or an `apiKeyHelper` command that prints a key.
+fn claude_settings_auth(settings: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(settings) else {
+        return false;
+    };
+    let set = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_str)
+            .is_some_and(|s| !s.trim().is_empty())
+    };
+    set(v.get("apiKeyHelper"))
+        || CLAUDE_AUTH_VARS
+            .iter()
+            .any(|k| set(v.get("env").and_then(|e| e.get(k))))
+}
+
 fn claude(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
     let mut out = Vec::new();
-    let keyed = [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-    ]
-    .iter()
-    .any(|k| probe.has(k));
+    // What Claude Code itself reads: its environment, its user settings'
+    // `env` and `apiKeyHelper`, a login (`/login` writes the credentials
+    // file; older versions the key into ~/.claude.json).
+    let keyed = CLAUDE_AUTH_VARS.iter().any(|k| probe.has(k))
+        || (probe.home_file)(".claude/settings.json").is_some_and(|t| claude_settings_auth(&t));
     let logged_in = probe.has_file(".claude/.credentials.json")
         || (probe.home_file)(".claude.json")
             .is_some_and(|t| t.contains("\"primaryApiKey\"") || t.contains("\"oauthAccount\""));
     if !keyed && !logged_in {
         out.push(error(
             "Claude Code has no API key and no login",
-            "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway) where git orch runs, or run `claude` once and log in",
+            "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway) where git orch runs or in the `env` of ~/.claude/settings.json, set an `apiKeyHelper` there, or run `claude` once and log in",
         ));
     }
     let bypass = spec.bypasses_permissions(probe.sandboxed);
@@ -264,6 +288,36 @@ mod tests {
         assert!(f.iter().any(|f| f.fix.contains("IS_SANDBOX=1")));
         let e = env(&[("ANTHROPIC_API_KEY", "k"), ("IS_SANDBOX", "1")]);
         assert!(errors(&check(&bypass, &probe_with(&e, &no_files, true, false))).is_empty());
+    }
+
+    #[test]
+    fn claude_settings_env_or_key_helper_count_as_auth() {
+        let spec = AgentSpec::builtin("claude").expect("built-in");
+        let e = env(&[]);
+        for settings in [
+            r#"{"env":{"ANTHROPIC_API_KEY":"sk-x","ANTHROPIC_BASE_URL":"http://gw"}}"#,
+            r#"{"env":{"ANTHROPIC_AUTH_TOKEN":"t"}}"#,
+            r#"{"env":{"CLAUDE_CODE_USE_BEDROCK":"1"}}"#,
+            r#"{"apiKeyHelper":"~/bin/print-key.sh"}"#,
+        ] {
+            let files = |p: &str| (p == ".claude/settings.json").then(|| settings.to_owned());
+            let f = check(&spec, &probe_with(&e, &files, false, true));
+            assert!(errors(&f).is_empty(), "{settings}: {f:?}");
+        }
+        for settings in [
+            r#"{"env":{"ANTHROPIC_BASE_URL":"http://gw"}}"#,
+            r#"{"env":{"ANTHROPIC_API_KEY":""},"apiKeyHelper":" "}"#,
+            r#"{"permissions":{"allow":["Bash(ANTHROPIC_API_KEY=x)"]}}"#,
+            "not json",
+        ] {
+            let files = |p: &str| (p == ".claude/settings.json").then(|| settings.to_owned());
+            let f = check(&spec, &probe_with(&e, &files, false, true));
+            assert_eq!(
+                errors(&f),
+                ["Claude Code has no API key and no login"],
+                "{settings}"
+            );
+        }
     }
 
     #[test]
