@@ -966,3 +966,132 @@ fn claude_configured_only_with_an_api_key_helper_lands() {
         }),
     );
 }
+
+/// The blocks `git orch agents` printed to paste, verbatim, by file:
+/// the lines under `paste into FILE:`, indented as shown.
+fn printed_pastes(stdout: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(file) = line
+            .trim()
+            .strip_prefix("paste into ")
+            .and_then(|r| r.strip_suffix(':'))
+        {
+            out.extend(current.take());
+            current = Some((file.to_owned(), String::new()));
+        } else if let Some((_, text)) = current.as_mut()
+            && line.starts_with("        ")
+        {
+            text.push_str(line);
+            text.push('\n');
+        } else {
+            out.extend(current.take());
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// A fix `git orch agents` prints is pasted as printed (into
+/// `.orch/config`, committed, or into the file it names), after which the
+/// agent is ready and lands the work.
+fn pasted_fix_works(cli: Cli, test: &str, config: &str, env: &[(&str, &str)], sandbox: &str) {
+    let server = MockServer::start(
+        cli.api,
+        Scenario::WriteFile {
+            path: OWNED.into(),
+            content: format!("hello from {}", cli.name),
+        },
+    );
+    let Some(mut w) = world_with(cli, test, None, Some(server.url()), config, &["a"], true) else {
+        return;
+    };
+    w.server = Some(server);
+    let url = w.server.as_ref().expect("server").url();
+    for (k, v) in env {
+        w.sb.set_env(k, &v.replace(GATEWAY, &url));
+    }
+    w.sb.set_env("GIT_ORCH_SANDBOX", sandbox);
+    let _ = std::fs::remove_file(w.sb.path().join("home/.gemini/settings.json"));
+    let before = w.sb.orch(&w.p.repo, &["agents", cli.name]);
+    let shown = common::stdout(&before);
+    assert_eq!(before.status.code(), Some(3), "{shown}");
+    let pastes = printed_pastes(&shown);
+    assert_eq!(pastes.len(), 1, "one fix to paste: {shown}");
+    for (file, text) in &pastes {
+        match file.as_str() {
+            ".orch/config" => {
+                let path = w.p.repo.join(".orch/config");
+                let mut config = std::fs::read_to_string(&path).expect("config");
+                config.push_str(text);
+                std::fs::write(&path, config).expect("paste");
+                w.sb.git(&w.p.repo, &["commit", "-q", "-am", "paste the fix"]);
+            }
+            home if home.starts_with("~/") => {
+                let path = w.sb.path().join("home").join(&home[2..]);
+                std::fs::create_dir_all(path.parent().expect("folder")).expect("mkdir");
+                std::fs::write(&path, text).expect("paste");
+            }
+            other => panic!("a fix for {other}: {shown}"),
+        }
+    }
+    let after = w.sb.orch(&w.p.repo, &["agents", cli.name]);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "still not ready after pasting {pastes:?}:\n{}",
+        common::stdout(&after)
+    );
+    let (code, err, took) = run(&w, &[]);
+    assert_eq!(code, Some(0), "{err}\n{}", agent_log(&w));
+    assert_eq!(
+        landed(&w.p.repo).map(|s| s.trim().to_owned()),
+        Some(format!("hello from {}", cli.name)),
+        "{err}"
+    );
+    eprintln!("e2e {} pasted {pastes:?}: landed in {took:?}", cli.name);
+}
+
+#[test]
+fn codex_gateway_fix_pasted_as_printed_works() {
+    pasted_fix_works(
+        CODEX,
+        "codex_gateway_fix_pasted_as_printed_works",
+        "[orch]\n    agent = codex\n    retries = 0\n[agent \"codex\"]\n    kind = codex\n    model = gpt-5-codex\n    apiRetries = 1\n    timeout = 300\n",
+        &[("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1")],
+        "",
+    );
+}
+
+#[test]
+fn gemini_auth_type_fix_pasted_as_printed_works() {
+    pasted_fix_works(
+        GEMINI,
+        "gemini_auth_type_fix_pasted_as_printed_works",
+        &format!("{}[orch]\n    retries = 0\n", doc_block("gemini", "recipe")),
+        &[],
+        "",
+    );
+}
+
+#[test]
+fn claude_root_fix_pasted_as_printed_works() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "claude_root_fix_pasted_as_printed_works: skipped, the fix is for root and this test runs as another user"
+        );
+        return;
+    }
+    pasted_fix_works(
+        CLAUDE,
+        "claude_root_fix_pasted_as_printed_works",
+        &format!(
+            "{}    bypassPermissions = true\n[orch]\n    retries = 0\n",
+            doc_block("claude", "recipe")
+        ),
+        &[],
+        "none",
+    );
+}
