@@ -49,7 +49,7 @@ impl AgentReport {
         self.findings
             .iter()
             .find(|f| f.severity == Severity::Error)
-            .map(|f| format!("{} (fix: {})", f.problem, f.fix))
+            .map(|f| format!("{} (fix: {})", f.problem, f.fix_line(&self.name)))
     }
 }
 
@@ -151,7 +151,9 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
         .findings
         .iter()
         .find(|f| f.severity == Severity::Error)
-        .map_or(Ok(()), |f| Err(format!("{} (fix: {})", f.problem, f.fix)));
+        .map_or(Ok(()), |f| {
+            Err(format!("{} (fix: {})", f.problem, f.fix_line(&spec.name)))
+        });
     seen.lock()
         .expect("preflight cache lock")
         .insert(key, result.clone());

@@ -122,6 +122,17 @@ fn note(problem: impl Into<String>, fix: impl Into<String>) -> Finding {
 }
 
 impl Finding {
+    /// The fix in one line, and where the block to paste is shown.
+    pub fn fix_line(&self, agent: &str) -> String {
+        match &self.paste {
+            Some(p) => format!(
+                "{}; `git orch agents {agent}` prints the block to paste into {}",
+                self.fix, p.file
+            ),
+            None => self.fix.clone(),
+        }
+    }
+
     fn pasting(mut self, file: &str, text: String) -> Finding {
         self.paste = Some(Paste {
             file: file.to_owned(),
@@ -199,7 +210,7 @@ fn claude(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
         out.push(
             error(
                 "Claude Code refuses --dangerously-skip-permissions as root outside a sandbox",
-                "run Claude in its milder acceptEdits mode (below); or use the sandbox (`sandbox = bwrap` in the [orch] section), where git-orch tells Claude it is sandboxed; or, on a throwaway container only, add `env = IS_SANDBOX=1` to the agent's section",
+                "run Claude in its milder acceptEdits mode (`bypassPermissions = false` in the agent's section); or use the sandbox (`sandbox = bwrap` in the [orch] section), where git-orch tells Claude it is sandboxed; or, on a throwaway container only, add `env = IS_SANDBOX=1` to the agent's section",
             )
             .pasting(
                 ".orch/config",
@@ -262,7 +273,7 @@ fn codex(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
         out.push(
             error(
                 "OPENAI_BASE_URL is set, but Codex CLI sends its built-in provider's requests to OpenAI regardless",
-                "declare the gateway as a model provider of Codex (below; see docs/agents/codex.md)",
+                "declare the gateway as a model provider of Codex, one `-c` per key (see docs/agents/codex.md)",
             )
             .pasting(".orch/config", agent_section(section, &lines)),
         );
@@ -328,7 +339,7 @@ fn gemini(probe: &Probe, section: &str) -> Vec<Finding> {
             error(
                 "GOOGLE_GEMINI_BASE_URL is set without an auth type, which Gemini CLI rejects (\"Invalid auth method selected\")",
                 format!(
-                    "select the API-key auth type in Gemini's user settings (below; if the file exists, add its `security` key); [agent \"{section}\"] may name another settings file with `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=PATH` (see docs/agents/gemini.md)"
+                    "select the API-key auth type in ~/.gemini/settings.json (`{{\"security\": {{\"auth\": {{\"selectedType\": \"gemini-api-key\"}}}}}}`, beside what the file holds); [agent \"{section}\"] may name another settings file with `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=PATH` (see docs/agents/gemini.md)"
                 ),
             )
             .pasting(
