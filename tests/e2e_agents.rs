@@ -1095,3 +1095,75 @@ fn claude_root_fix_pasted_as_printed_works() {
         "none",
     );
 }
+
+/// Outside the sandbox Claude runs in `acceptEdits` mode, where a shell
+/// command needs an allow rule: the subtask's verification is allowed
+/// whatever it holds (`$(…)`, quotes, pipes), so the agent can check its
+/// work; another command is still refused.
+fn claude_runs_its_verification(test: &str, verification: &str, command: &str, allowed: bool) {
+    let server = MockServer::start(
+        Api::Anthropic,
+        Scenario::RunCommand {
+            command: command.to_owned(),
+        },
+    );
+    let Some(mut w) = world_with(
+        CLAUDE,
+        test,
+        None,
+        Some(server.url()),
+        &format!("{}[orch]\n    retries = 0\n", doc_block("claude", "recipe")),
+        &["a"],
+        true,
+    ) else {
+        return;
+    };
+    w.server = Some(server);
+    w.sb.set_env("GIT_ORCH_SANDBOX", "none");
+    // The plan's verification, as written in the plan.
+    let plan = serde_json::json!({"version": 1, "id": "check-it", "instruction": "Check", "subtasks": [
+        {"id": "a", "title": "A", "owned_globs": ["src/a/**"], "deliverable": "a", "verification": verification},
+    ]});
+    let file = w.sb.path().join("verify.json");
+    std::fs::write(&file, plan.to_string()).expect("plan");
+    w.sb.orch_ok(&w.p.repo, &["plan", "add", &file.to_string_lossy()]);
+    w.sb.orch_ok(&w.p.repo, &["approve", "check-it"]);
+    let out = w.sb.orch(&w.p.repo, &["run", "check-it"]);
+    let results = w.server.as_ref().expect("server").tool_results();
+    let log = agent_log(&w);
+    assert!(!log.contains("Ignoring"), "{log}");
+    let result = results
+        .first()
+        .unwrap_or_else(|| panic!("no tool result: {}\n{log}", stderr(&out)));
+    if allowed {
+        assert!(result.contains("verified ok"), "{result}\n{log}");
+    } else {
+        assert!(!result.contains("verified ok"), "{result}");
+        assert!(result.starts_with("error:"), "{result}");
+    }
+    eprintln!("e2e claude ran {command:?}: {result:?}");
+}
+
+/// A verification no read-only rule of Claude's allows by itself: it
+/// runs a program, with `$(…)` and quotes inside.
+const VERIFY_WITH_SUBSTITUTION: &str = "python3 -c \"print('verified', '$(printf ok)')\"";
+
+#[test]
+fn claude_may_run_a_verification_with_command_substitution() {
+    claude_runs_its_verification(
+        "claude_may_run_a_verification_with_command_substitution",
+        VERIFY_WITH_SUBSTITUTION,
+        VERIFY_WITH_SUBSTITUTION,
+        true,
+    );
+}
+
+#[test]
+fn claude_may_not_run_another_command() {
+    claude_runs_its_verification(
+        "claude_may_not_run_another_command",
+        VERIFY_WITH_SUBSTITUTION,
+        "python3 -c \"print('verified', 'ok')\"",
+        false,
+    );
+}

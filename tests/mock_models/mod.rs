@@ -63,6 +63,9 @@ pub enum Scenario {
     Truncated,
     /// Turn 1 writes the file; every later request gets no answer.
     HangAfterTool { path: String, content: String },
+    /// Turn 1 runs `command` with the CLI's shell tool (Claude's `Bash`);
+    /// turn 2 ends. The tool's result is kept ([`MockServer::tool_results`]).
+    RunCommand { command: String },
     /// A lead agent: turn 1 writes `content` to the plan file its brief
     /// names ("Write the plan as JSON to the file PATH"), turn 2 ends.
     WritePlan { content: String },
@@ -87,6 +90,8 @@ struct Shared {
     /// Whether the scripted tool call was sent (Aider's conversation
     /// carries example exchanges, so its history does not tell).
     tool_sent: AtomicBool,
+    /// The text of every tool result the CLI sent back.
+    tool_results: Mutex<Vec<String>>,
 }
 
 /// A running mock server; stops when dropped.
@@ -112,6 +117,7 @@ impl MockServer {
             open: AtomicUsize::new(0),
             ids: AtomicUsize::new(1),
             tool_sent: AtomicBool::new(false),
+            tool_results: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
         let thread = std::thread::spawn(move || accept_loop(listener, s));
@@ -130,6 +136,15 @@ impl MockServer {
     /// Every request so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.shared.seen.lock().expect("log lock").clone()
+    }
+
+    /// The text of every tool result the CLI sent back (Anthropic API).
+    pub fn tool_results(&self) -> Vec<String> {
+        self.shared
+            .tool_results
+            .lock()
+            .expect("results lock")
+            .clone()
     }
 
     /// How many scripted model turns were answered.
@@ -458,7 +473,13 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
         return side_reply(api, req, &v, shared);
     }
     let model = model_of(api, req, &v);
+    if api == Api::Anthropic {
+        keep_tool_results(&v, shared);
+    }
     let second = after_tool(api, &v) || shared.tool_sent.swap(true, Ordering::SeqCst);
+    if let (Scenario::RunCommand { command }, false) = (&shared.scenario, second) {
+        return shell_turn(api, &model, command, shared);
+    }
     if let (Scenario::WritePlan { content }, false) = (&shared.scenario, second) {
         let path = plan_file(&body).unwrap_or_else(|| "plan.json".to_owned());
         return tool_turn(
@@ -486,7 +507,9 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
             content,
             shared,
         ),
-        (_, true) | (Scenario::WritePlan { .. }, false) => final_turn(api, &model, shared),
+        (_, true) | (Scenario::WritePlan { .. } | Scenario::RunCommand { .. }, false) => {
+            final_turn(api, &model, shared)
+        }
         (Scenario::Status(_), false) => unreachable!("answered above"),
     }
 }
@@ -680,6 +703,56 @@ fn tool_turn(api: Api, model: &str, abs: &str, rel: &str, content: &str, shared:
             let text = format!("{rel}\n```\n{content}\n```\n");
             chat_reply(model, id, &text, true)
         }
+    }
+}
+
+/// The tool results of the request's last user message, kept once each.
+fn keep_tool_results(v: &Value, shared: &Shared) {
+    let Some(last) = v["messages"].as_array().and_then(|m| m.last()) else {
+        return;
+    };
+    let Some(blocks) = last["content"].as_array() else {
+        return;
+    };
+    let mut kept = shared.tool_results.lock().expect("results lock");
+    for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+        let text = match &b["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        };
+        let text = if b["is_error"] == true {
+            format!("error: {text}")
+        } else {
+            text
+        };
+        if !kept.contains(&text) {
+            kept.push(text);
+        }
+    }
+}
+
+/// A turn that runs `command` with the shell tool.
+fn shell_turn(api: Api, model: &str, command: &str, shared: &Shared) -> Reply {
+    let id = next_id(shared);
+    match api {
+        Api::Anthropic => {
+            let input =
+                json!({"command": command, "description": "Run the verification"}).to_string();
+            sse_reply(anthropic_message(
+                model,
+                id,
+                json!({"type":"tool_use","id":format!("toolu_mock{id}"),"name":"Bash","input":{}}),
+                vec![json!({"type":"input_json_delta","partial_json":input})],
+                "tool_use",
+                true,
+            ))
+        }
+        _ => unimplemented!("RunCommand is scripted for the Anthropic API"),
     }
 }
 
