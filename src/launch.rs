@@ -232,6 +232,11 @@ pub fn price(
     if let Some(c) = usage.cost_usd {
         return (Some(c), Some(CostSource::Reported));
     }
+    // No tokens known, no estimate: `~$0.00` beside "tokens unknown" would
+    // say it was free.
+    if usage.input_tokens == 0 && usage.output_tokens == 0 {
+        return (None, None);
+    }
     match model.and_then(|m| price::lookup(m, prices)) {
         Some(p) => (
             Some(price::estimate(usage, &p)),

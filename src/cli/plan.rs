@@ -709,7 +709,7 @@ fn new_with_agent(
     }
     let rounds = session.rounds.len();
     let spent = if session.cost_usd > 0.0 {
-        format!(", ${:.2} reported", session.cost_usd)
+        format!(", {} reported", crate::agent::price::usd(session.cost_usd))
     } else {
         String::new()
     };
@@ -729,7 +729,9 @@ fn new_with_agent(
         (lead::End::Budget { spent, budget }, _, _) => Err(CommandError::with_code(
             exit::BUDGET,
             format!(
-                "stopped after {rounds} round(s): ${spent:.2} reported of a ${budget:.2} budget{}\nhint: rerun with a larger --budget",
+                "stopped after {rounds} round(s): {} reported of a {} budget{}\nhint: rerun with a larger --budget",
+                crate::agent::price::usd(*spent),
+                crate::agent::price::usd(*budget),
                 kept(&draft)
             ),
         )),

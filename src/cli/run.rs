@@ -235,8 +235,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         Prepared::NothingToDo(last) => {
             let s = run::summarize(&last, &ctx_plan(&store, &last)?);
             output::status(&format!(
-                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, ${:.2}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
-                last.id, last.plan_id, s.tasks, s.attempts, s.cost_usd, last.id, last.plan_id
+                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, {}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
+                last.id,
+                last.plan_id,
+                s.tasks,
+                s.attempts,
+                crate::agent::price::usd(s.cost_usd),
+                last.id,
+                last.plan_id
             ));
             return Ok(exit::OK);
         }
@@ -388,7 +394,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         DriveOutcome::Budget { spent, budget } => Err(CommandError::with_code(
             exit::BUDGET,
             format!(
-                "run {run_id} stopped: ${spent:.2} spent of a ${budget:.2} budget\nhint: rerun with a larger --budget to resume"
+                "run {run_id} stopped: {} spent of a {} budget\nhint: rerun with a larger --budget to resume",
+                crate::agent::price::usd(spent),
+                crate::agent::price::usd(budget)
             ),
         )),
         DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
