@@ -408,3 +408,30 @@ pub fn command(
         .map_err(|e| e.to_string())?;
     Ok(Confined { group, _home: home })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_tokens_no_estimate() {
+        let none = BTreeMap::new();
+        let empty = agent::Usage::default();
+        assert_eq!(price(&empty, Some("gpt-5"), &none), (None, None));
+        let used = agent::Usage {
+            input_tokens: 1_000_000,
+            ..agent::Usage::default()
+        };
+        let (cost, source) = price(&used, Some("gpt-5"), &none);
+        assert!(cost.is_some_and(|c| c > 0.0), "{cost:?}");
+        assert_eq!(source, Some(CostSource::Estimated));
+        let reported = agent::Usage {
+            cost_usd: Some(0.0),
+            ..agent::Usage::default()
+        };
+        assert_eq!(
+            price(&reported, Some("gpt-5"), &none),
+            (Some(0.0), Some(CostSource::Reported))
+        );
+    }
+}
