@@ -3,7 +3,7 @@
 //! One file per command, each holding its clap args (whose doc comment is the
 //! help text) and one `run` function that calls the domain and renders the
 //! result. Errors become a [`CommandError`] carrying the exit code of
-//! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
+//! docs/cli.md (exit codes); `main` prints it as `error:` plus `hint:` lines.
 
 pub mod agents;
 pub mod approve;
@@ -178,6 +178,10 @@ pub fn main() -> u8 {
                 exit::OK
             };
             let _ = e.print();
+            if let Some(hint) = suggest::for_usage_error(&e, &std::env::args().collect::<Vec<_>>())
+            {
+                eprintln!("hint: {hint}");
+            }
             return code;
         }
     };

@@ -28,10 +28,12 @@
 //! the cause, not a sign of an unavailable provider. The model's reply is
 //! printed too and may say anything, so nothing else is read.
 
-use super::{Availability, StreamWatch, Wrapped, class_of_text, shorten};
+use crate::agent::Availability;
+
+use super::watch::{StreamWatch, Wrapped, class_of_text, shorten};
 
 /// Lines Aider prints on every run (its banner, its progress).
-pub(super) const NOISE: &[&str] = &[
+const NOISE: &[&str] = &[
     "Warning: Input is not a terminal",
     "Aider v",
     "Main model:",
@@ -50,7 +52,7 @@ pub(super) const NOISE: &[&str] = &[
 
 /// Parts of lines Aider prints on start-up that are not about the run:
 /// LiteLLM fetching its price list (and failing without a network).
-pub(super) const NOISE_FRAGMENTS: &[&str] = &["model_prices_and_context_window.json"];
+const NOISE_FRAGMENTS: &[&str] = &["model_prices_and_context_window.json"];
 
 /// The class of a LiteLLM exception Aider printed (`text` is the whole,
 /// joined message); `None` for one that says nothing about the provider.
@@ -111,6 +113,12 @@ fn class_of_explanation(line: &str) -> Option<Availability> {
 }
 
 impl StreamWatch {
+    /// Whether `line` is one of Aider's banner or progress lines.
+    pub(super) fn aider_noise(line: &str) -> bool {
+        NOISE.iter().any(|p| line.starts_with(p))
+            || NOISE_FRAGMENTS.iter().any(|f| line.contains(f))
+    }
+
     /// One line of Aider's output, untrimmed (a wrapped line ends in a
     /// space).
     pub(super) fn aider(&mut self, raw: &str) {
@@ -189,7 +197,7 @@ impl StreamWatch {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{feed, is_noise};
+    use crate::agent::stream::watch::{feed, is_noise};
     use crate::agent::{AgentKind, Availability};
 
     #[test]
@@ -288,7 +296,7 @@ mod tests {
 
     #[test]
     fn aider_529_api_error_is_overloaded_and_stops_after_the_allowance() {
-        // Aider 0.86.2 against a gateway answering 529 (tests/mock_models).
+        // Aider 0.86.2 against a gateway answering 529 (tests/it/mock_models).
         let lines = [
             (
                 false,

@@ -22,12 +22,19 @@
 
 use serde_json::Value;
 
-use super::{Availability, StreamWatch, Unavailable, class_of_status, class_of_text, shorten};
+use crate::agent::Availability;
+
+use super::watch::{StreamWatch, Unavailable, class_of_status, class_of_text, shorten};
 
 /// Lines Claude Code prints on every run: none it is known to print.
-pub(super) const NOISE: &[&str] = &[];
+const NOISE: &[&str] = &[];
 
 impl StreamWatch {
+    /// Whether `line` is one of the lines it prints on every run.
+    pub(super) fn claude_noise(line: &str) -> bool {
+        NOISE.iter().any(|p| line.starts_with(p))
+    }
+
     /// One JSON line of `--output-format stream-json`.
     pub(super) fn claude(&mut self, v: &Value) {
         let kind = v.get("type").and_then(Value::as_str);
@@ -125,7 +132,7 @@ impl StreamWatch {
 
 #[cfg(test)]
 mod tests {
-    use super::super::feed;
+    use crate::agent::stream::watch::feed;
     use crate::agent::{AgentKind, Availability};
 
     #[test]
@@ -199,7 +206,7 @@ mod tests {
     fn claude_malformed_or_truncated_stream_is_unreachable() {
         // What Claude Code 2.1.197 printed when a gateway answered 200 with
         // an SSE event that is not JSON, or with a stream that stopped
-        // before `message_stop` (tests/mock_models: Garbled, Truncated).
+        // before `message_stop` (tests/it/mock_models: Garbled, Truncated).
         let message = "API Error: API returned an empty or malformed response (HTTP 200) — check for a proxy or gateway intercepting the request";
         let assistant = format!(
             r#"{{"type":"assistant","message":{{"id":"x","model":"<synthetic>","role":"assistant","content":[{{"type":"text","text":"{message}"}}]}},"error":"unknown"}}"#

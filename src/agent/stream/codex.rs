@@ -20,15 +20,20 @@
 
 use serde_json::Value;
 
-use super::{StreamWatch, Unavailable, class_of_text, shorten};
+use super::watch::{StreamWatch, Unavailable, class_of_text, shorten};
 
 /// Lines Codex CLI prints on every run.
-pub(super) const NOISE: &[&str] = &[
+const NOISE: &[&str] = &[
     "Reading additional input from stdin",
     "Reading prompt from stdin",
 ];
 
 impl StreamWatch {
+    /// Whether `line` is one of the lines it prints on every run.
+    pub(super) fn codex_noise(line: &str) -> bool {
+        NOISE.iter().any(|p| line.starts_with(p))
+    }
+
     /// One JSON line of `codex exec --json`.
     pub(super) fn codex(&mut self, v: &Value) {
         let event = v.get("msg").filter(|m| m.is_object()).unwrap_or(v);
@@ -64,7 +69,7 @@ impl StreamWatch {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{feed, is_noise};
+    use crate::agent::stream::watch::{feed, is_noise};
     use crate::agent::{AgentKind, Availability};
 
     #[test]
@@ -124,7 +129,7 @@ mod tests {
 
     #[test]
     fn codex_broken_garbled_and_overloaded_streams() {
-        // Codex CLI 0.169.0 against tests/mock_models: a 529, a stream that
+        // Codex CLI 0.169.0 against tests/it/mock_models: a 529, a stream that
         // is not JSON, one cut before `response.completed`.
         for (message, class) in [
             (

@@ -24,10 +24,12 @@
 
 use serde_json::Value;
 
-use super::{Availability, StreamWatch, Unavailable, class_of_status, class_of_text, shorten};
+use crate::agent::Availability;
+
+use super::watch::{StreamWatch, Unavailable, class_of_status, class_of_text, shorten};
 
 /// Lines Gemini CLI prints on every run.
-pub(super) const NOISE: &[&str] = &[
+const NOISE: &[&str] = &[
     "YOLO mode is enabled",
     "Ripgrep is not available",
     "Warning: 256-color support not detected",
@@ -35,6 +37,11 @@ pub(super) const NOISE: &[&str] = &[
 ];
 
 impl StreamWatch {
+    /// Whether `line` is one of the lines it prints on every run.
+    pub(super) fn gemini_noise(line: &str) -> bool {
+        NOISE.iter().any(|p| line.starts_with(p))
+    }
+
     /// One JSON line of `--output-format stream-json`.
     pub(super) fn gemini_json(&mut self, v: &Value) {
         match v.get("type").and_then(Value::as_str) {
@@ -161,7 +168,7 @@ impl StreamWatch {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{feed, is_noise};
+    use crate::agent::stream::watch::{feed, is_noise};
     use crate::agent::{AgentKind, Availability};
 
     #[test]
@@ -219,7 +226,7 @@ mod tests {
     #[test]
     fn gemini_truncated_stream_is_unreachable_though_it_exits_0() {
         // Gemini CLI 0.61.0 against a stream that stopped before its
-        // finish reason (tests/mock_models: Truncated).
+        // finish reason (tests/it/mock_models: Truncated).
         let (w, _) = feed(
             AgentKind::Gemini,
             2,

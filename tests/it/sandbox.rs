@@ -1,0 +1,319 @@
+//! Agents confined (issue 17): with the bubblewrap sandbox an agent cannot
+//! write the user's main checkout, the home folder or another attempt's
+//! worktree, nor reach the SSH agent, while it writes and commits its own
+//! files and the work lands; gates run confined with the same cleaned
+//! environment; `sandbox = none` and a sandbox that cannot work here behave
+//! as docs/security.md says; bad settings are refused before anything is
+//! written.
+
+use crate::common;
+use crate::tools;
+
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+
+use common::{Project, Sandbox, events, project, status_json, stderr};
+
+/// An agent that, as task `a`, tries every forbidden thing and reports
+/// each result in `src/a/report`, then does its own work and commits it;
+/// as task `b`, just does its work. `$1` is the main checkout, `$2` the
+/// SSH agent socket, `$3` the user's home folder (inside the sandbox
+/// `$HOME` is a private folder; this is the real one).
+const PROBE: &str = r#"run sh -c 'main="$1"; sock="$2"; home="$3"; case "$ORCH_TASK" in
+b) echo done > src/b/done; r="$(dirname "$PWD")/a-1/src/a/report"; i=0;
+   while ! grep -q "b-1/src/b/README" "$r" 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done ;;
+a) r=src/a/report; : > "$r"; other="$(dirname "$PWD")/b-1/src/b/README"; i=0;
+   while [ ! -e "$other" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done;
+   if [ -e "$other" ]; then echo "B-SEEN" >> "$r"; else echo "B-MISSING" >> "$r"; fi;
+   for t in "$main/README.md" "$main/.git/config" "$home/evil" "$other"; do
+     if (echo evil >> "$t") 2>/dev/null; then echo "WROTE $t" >> "$r"; else echo "DENIED $t" >> "$r"; fi;
+   done;
+   if [ -n "${SSH_AUTH_SOCK:-}" ]; then echo "SOCK-ENV" >> "$r"; else echo "NO-SOCK-ENV" >> "$r"; fi;
+   if [ -n "${SECRET_TOKEN:-}" ]; then echo "SECRET-ENV" >> "$r"; else echo "NO-SECRET-ENV" >> "$r"; fi;
+   if python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])" "$sock" 2>/dev/null; then echo "SOCK-CONNECTED" >> "$r"; else echo "SOCK-DENIED" >> "$r"; fi;
+   echo yes > src/a/done;
+   git add -A && git commit -q -m "a: own commit" ;;
+esac' sh @MAIN@ @SOCK@ @HOME@
+"#;
+
+/// A project of `a` and `b`, run at once (b's agent stays until a's report
+/// shows it tried b's worktree, with a deadline, so a tries it while b
+/// works), with `config` as .orch/config, the probe agent, an SSH agent
+/// socket and a secret in the driver's environment. The probe attacks the
+/// main checkout, or `decoy` in its place (where a write that goes
+/// through, as without a sandbox, must not leave the checkout dirty).
+/// Returns the project, the socket's listener and the test's home folder.
+fn setup(sb: &mut Sandbox, config: &str, decoy: bool) -> (Project, UnixListener, PathBuf) {
+    let sock = sb.path().join("agent.sock");
+    let listener = UnixListener::bind(&sock).expect("socket");
+    listener.set_nonblocking(true).expect("non-blocking");
+    sb.set_env("SSH_AUTH_SOCK", &sock.to_string_lossy());
+    sb.set_env("SECRET_TOKEN", "s3cr3t-value");
+    let p = project(
+        sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &[], "test -f src/b/done"),
+        ],
+        Some(config),
+    );
+    // The fake reads one command per line: the shell script is one line.
+    let main = if decoy {
+        let d = sb.path().join("decoy");
+        std::fs::create_dir_all(d.join(".git")).expect("decoy");
+        std::fs::write(d.join("README.md"), "decoy\n").expect("decoy");
+        std::fs::write(d.join(".git/config"), "").expect("decoy");
+        d
+    } else {
+        p.repo.clone()
+    };
+    let home = sb.path().join("home");
+    let script = PROBE
+        .trim()
+        .replace('\n', " ")
+        .replace("@MAIN@", &main.to_string_lossy())
+        .replace("@SOCK@", &sock.to_string_lossy())
+        .replace("@HOME@", &home.to_string_lossy());
+    // The sandbox hides the test's folder, so the script travels in the
+    // environment rather than in FAKE_AGENT_DIR.
+    sb.set_env("FAKE_AGENT_SCRIPT", &script);
+    (p, listener, home)
+}
+
+fn report(repo: &Path) -> Vec<String> {
+    std::fs::read_to_string(repo.join("src/a/report"))
+        .expect("the report landed")
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn sandboxes_of(sb: &Sandbox, repo: &Path) -> Vec<String> {
+    events(sb, repo)
+        .iter()
+        .filter(|e| e["type"] == "attempt_started")
+        .map(|e| e["sandbox"].as_str().unwrap_or("?").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_sandboxed_agent_cannot_write_outside_its_worktree_but_its_work_lands() {
+    if !tools::bwrap_works("a_sandboxed_agent_cannot_write_outside_its_worktree_but_its_work_lands")
+    {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    // A gate that passes only if it too runs confined and clean.
+    let config_for = |main: &Path| {
+        format!(
+            "[orch]\n    sandbox = bwrap\n[gate \"confined\"]\n    run = \"! (echo x >> {}/README.md) 2>/dev/null && test -z \\\"$SECRET_TOKEN\\\" && test -z \\\"$SSH_AUTH_SOCK\\\"\"\n",
+            main.display()
+        )
+    };
+    // The project's path is known only once it exists: write the config
+    // after, in a second commit.
+    let (p, listener, home) = setup(&mut sb, "", false);
+    std::fs::write(p.repo.join(".orch/config"), config_for(&p.repo)).expect("config");
+    sb.git(&p.repo, &["add", "."]);
+    sb.git(&p.repo, &["commit", "-q", "-m", "sandbox config"]);
+    sb.set_env("GIT_ORCH_SANDBOX", "");
+    let readme = std::fs::read(p.repo.join("README.md")).expect("readme");
+    let git_config = std::fs::read(p.repo.join(".git/config")).expect("config");
+
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    let dirty = sb.git(&p.repo, &["status", "--porcelain", "--ignored"])
+        + &std::fs::read_to_string(p.repo.join("README.md")).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(0), "{}\n{dirty}", stderr(&out));
+    assert!(!stderr(&out).contains("no sandbox"), "{}", stderr(&out));
+
+    let s = status_json(&sb, &p.repo);
+    assert!(
+        s["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .all(|t| t["status"] == "done"),
+        "{s}"
+    );
+    let r = report(&p.repo);
+    assert_eq!(r.len(), 8, "{r:?}");
+    assert_eq!(
+        r[0], "B-SEEN",
+        "the other attempt's worktree was not there to attack"
+    );
+    for line in &r[1..5] {
+        assert!(
+            line.starts_with("DENIED "),
+            "a write outside the worktree went through: {r:?}"
+        );
+    }
+    assert_eq!(&r[5..], ["NO-SOCK-ENV", "NO-SECRET-ENV", "SOCK-DENIED"]);
+    // Nothing outside changed.
+    assert_eq!(
+        std::fs::read(p.repo.join("README.md")).expect("readme"),
+        readme
+    );
+    assert_eq!(
+        std::fs::read(p.repo.join(".git/config")).expect("config"),
+        git_config
+    );
+    assert!(!home.join("evil").exists());
+    // Whatever b's worktree held when b's result was committed landed:
+    // nothing of a's in it.
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("src/b/README")).expect("b readme"),
+        "b\n"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the agent reached the SSH agent socket"
+    );
+    // The agent's own committed work is part of what landed (one commit
+    // per subtask, titled by the subtask).
+    let log = sb.git(&p.repo, &["log", "--format=%s", "main"]);
+    assert!(log.lines().any(|l| l == "Task a"), "{log}");
+    assert_eq!(sandboxes_of(&sb, &p.repo), ["bwrap", "bwrap"]);
+    let verdicts: Vec<serde_json::Value> = events(&sb, &p.repo)
+        .into_iter()
+        .filter(|e| e["type"] == "gate_verdict" && e["verdict"]["gate"] == "confined")
+        .collect();
+    assert!(
+        verdicts.iter().all(|v| v["verdict"]["status"] == "pass") && verdicts.len() == 2,
+        "{verdicts:?}"
+    );
+}
+
+#[test]
+fn with_sandbox_none_agents_run_unconfined_but_with_the_allow_listed_environment() {
+    let mut sb = Sandbox::new();
+    let (p, _listener, home) = setup(&mut sb, "[orch]\n    sandbox = none\n", true);
+    sb.set_env("GIT_ORCH_SANDBOX", "");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Asked for none: no warning.
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let r = report(&p.repo);
+    // As documented: without a sandbox the agent can write what you can …
+    assert!(
+        r[2].starts_with("WROTE ") && home.join("evil").exists(),
+        "{r:?}"
+    );
+    // … but never sees what the allow-list leaves out.
+    assert!(r.contains(&"NO-SOCK-ENV".to_owned()), "{r:?}");
+    assert!(r.contains(&"NO-SECRET-ENV".to_owned()), "{r:?}");
+    assert_eq!(sandboxes_of(&sb, &p.repo), ["none", "none"]);
+}
+
+/// A folder with a `bwrap` that fails the way it does where user
+/// namespaces are forbidden.
+fn broken_bwrap(sb: &Sandbox) -> String {
+    let dir = sb.path().join("broken-bin");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let bwrap = dir.join("bwrap");
+    std::fs::write(
+        &bwrap,
+        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace, likely because the kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n",
+    )
+    .expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    format!(
+        "{}:{}:{}:/usr/local/bin:/usr/bin:/bin",
+        dir.display(),
+        common::bin_dir().display(),
+        common::repo_root().join("fixtures/agents").display()
+    )
+}
+
+#[test]
+fn auto_without_a_working_sandbox_warns_once_and_runs_unconfined() {
+    let mut sb = Sandbox::new();
+    let path = broken_bwrap(&sb);
+    sb.set_env("PATH", &path);
+    let (p, _listener, _home) = setup(&mut sb, "", true);
+    sb.set_env("GIT_ORCH_SANDBOX", "auto");
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.matches("warning: no sandbox").count(), 1, "{err}");
+    assert!(
+        err.contains("No permissions to create new namespace"),
+        "{err}"
+    );
+    assert_eq!(sandboxes_of(&sb, &p.repo), ["none", "none"]);
+    let r = report(&p.repo);
+    assert!(r.contains(&"NO-SECRET-ENV".to_owned()), "{r:?}");
+}
+
+#[test]
+fn bwrap_required_but_broken_refuses_the_run_and_writes_nothing() {
+    let mut sb = Sandbox::new();
+    let path = broken_bwrap(&sb);
+    sb.set_env("PATH", &path);
+    let (p, _listener, _home) = setup(&mut sb, "[orch]\n    sandbox = bwrap\n", true);
+    sb.set_env("GIT_ORCH_SANDBOX", "");
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("bubblewrap sandbox, but it does not work here"),
+        "{err}"
+    );
+    assert!(err.contains("apt-get install bubblewrap"), "{err}");
+    assert!(err.contains("sandbox = auto"), "{err}");
+    assert_eq!(sb.refs(&p.repo), before, "something was written");
+}
+
+#[test]
+fn bad_sandbox_settings_are_refused_before_anything_is_written() {
+    let mut sb = Sandbox::new();
+    let (p, _listener, _home) = setup(&mut sb, "", true);
+    std::fs::write(
+        p.repo.join(".orch/config"),
+        "[orch]\n    sandbox = banana\n",
+    )
+    .expect("config");
+    sb.git(&p.repo, &["commit", "-qam", "bad sandbox"]);
+    sb.set_env("GIT_ORCH_SANDBOX", "");
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("[orch] sandbox: \"banana\" is not a sandbox mode; use auto, bwrap or none"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sb.refs(&p.repo), before);
+    // The same word in the override variable.
+    sb.set_env("GIT_ORCH_SANDBOX", "banana");
+    std::fs::write(p.repo.join(".orch/config"), "").expect("config");
+    sb.git(&p.repo, &["commit", "-qam", "no config"]);
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("GIT_ORCH_SANDBOX=\"banana\" is not a sandbox mode"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sb.refs(&p.repo), before);
+    // And a bad [sandbox] key.
+    sb.set_env("GIT_ORCH_SANDBOX", "");
+    std::fs::write(
+        p.repo.join(".orch/config"),
+        "[sandbox]\n    network = sometimes\n",
+    )
+    .expect("config");
+    sb.git(&p.repo, &["commit", "-qam", "bad network"]);
+    let before = sb.refs(&p.repo);
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[sandbox] network"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sb.refs(&p.repo), before);
+}
