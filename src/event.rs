@@ -596,8 +596,30 @@ pub struct CandidateRank {
     pub changed_lines: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_usd: Option<f64>,
+    /// What set it apart from the chosen candidate (for the chosen one:
+    /// from the runner-up); absent when it stood alone, and in logs from
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<Criterion>,
     /// Why it stands where it does, in a few words.
     pub why: String,
+}
+
+/// What decides between two candidates of a best-of-N round, in the order
+/// the ranking applies them: the first on which they differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Criterion {
+    /// One passed every blocking gate, the other did not.
+    Gates,
+    /// A reviewer gate rejected one of them.
+    Reviewer,
+    /// The smaller change (lines added plus removed).
+    Lines,
+    /// The lower cost (an unknown cost counts as nothing).
+    Cost,
+    /// The lower attempt number: everything else was equal.
+    Order,
 }
 
 /// Ports reserved per attempt, exported from `ORCH_PORT`.

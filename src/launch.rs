@@ -232,6 +232,11 @@ pub fn price(
     if let Some(c) = usage.cost_usd {
         return (Some(c), Some(CostSource::Reported));
     }
+    // No tokens known, no estimate: `~$0.00` beside "tokens unknown" would
+    // say it was free.
+    if usage.input_tokens == 0 && usage.output_tokens == 0 {
+        return (None, None);
+    }
     match model.and_then(|m| price::lookup(m, prices)) {
         Some(p) => (
             Some(price::estimate(usage, &p)),
@@ -310,17 +315,21 @@ pub fn read(
             other => (other, Some(describe(other))),
         }
     };
-    let cause = watch.cause().map(str::to_owned).or_else(|| {
+    // The CLI's own last error; else, when it failed, its last line that
+    // is not a banner (at a timeout, only one that reads like an error:
+    // the last line is then whatever it was doing).
+    let mut cause = watch.cause().map(str::to_owned).or_else(|| {
         (!ended.success())
-            .then(|| {
-                tail.lines()
-                    .rev()
-                    .map(str::trim)
-                    .find(|l| !l.is_empty() && !l.starts_with('{'))
-                    .map(|l| l.chars().take(400).collect::<String>())
-            })
+            .then(|| agent::stream::last_error_line(spec.kind, tail, ended.timed_out))
             .flatten()
     });
+    // A report the CLI wrote is named only where it still is: inside the
+    // sandbox its temporary folder is gone once the agent ended.
+    if let (Some(c), Some(report)) = (cause.as_mut(), watch.report())
+        && Path::new(report).is_file()
+    {
+        c.push_str(&format!(" (full report: {report})"));
+    }
     Read {
         usage,
         unavailable,
@@ -398,4 +407,31 @@ pub fn command(
         )
         .map_err(|e| e.to_string())?;
     Ok(Confined { group, _home: home })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_tokens_no_estimate() {
+        let none = BTreeMap::new();
+        let empty = agent::Usage::default();
+        assert_eq!(price(&empty, Some("gpt-5"), &none), (None, None));
+        let used = agent::Usage {
+            input_tokens: 1_000_000,
+            ..agent::Usage::default()
+        };
+        let (cost, source) = price(&used, Some("gpt-5"), &none);
+        assert!(cost.is_some_and(|c| c > 0.0), "{cost:?}");
+        assert_eq!(source, Some(CostSource::Estimated));
+        let reported = agent::Usage {
+            cost_usd: Some(0.0),
+            ..agent::Usage::default()
+        };
+        assert_eq!(
+            price(&reported, Some("gpt-5"), &none),
+            (Some(0.0), Some(CostSource::Reported))
+        );
+    }
 }

@@ -49,7 +49,7 @@ impl AgentReport {
         self.findings
             .iter()
             .find(|f| f.severity == Severity::Error)
-            .map(|f| format!("{} (fix: {})", f.problem, f.fix))
+            .map(|f| format!("{} (fix: {})", f.problem, f.fix_line(&self.name)))
     }
 }
 
@@ -75,6 +75,21 @@ fn agent_env(spec: &AgentSpec, sandbox: &Sandbox) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Whether `line` holds a version number (`1.2`, `0.169.0`).
+fn has_version(line: &str) -> bool {
+    let b = line.as_bytes();
+    b.windows(3)
+        .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
+}
+
+/// The line of `--version` output that names the version: the first with
+/// a version number (a CLI may warn first: Codex about its helpers under
+/// /tmp), else the first.
+fn version_line(out: &str) -> Option<&str> {
+    let lines = || out.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines().find(|l| has_version(l)).or_else(|| lines().next())
+}
+
 /// Checks `spec` here; with `version`, also asks the program its version
 /// (slow for Node programs, so the runner does not).
 pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport {
@@ -92,7 +107,7 @@ pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport 
                 Duration::from_secs(20),
             )
             .and_then(|(code, out)| {
-                let line = out.lines().map(str::trim).find(|l| !l.is_empty())?;
+                let line = version_line(&out)?;
                 (code == Some(0)).then(|| line.to_owned())
             })
         }
@@ -136,7 +151,9 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
         .findings
         .iter()
         .find(|f| f.severity == Severity::Error)
-        .map_or(Ok(()), |f| Err(format!("{} (fix: {})", f.problem, f.fix)));
+        .map_or(Ok(()), |f| {
+            Err(format!("{} (fix: {})", f.problem, f.fix_line(&spec.name)))
+        });
     seen.lock()
         .expect("preflight cache lock")
         .insert(key, result.clone());
@@ -238,4 +255,25 @@ pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<S
         sandbox: report,
         agents,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_line_is_the_one_with_a_number() {
+        assert_eq!(
+            version_line(
+                "WARNING: proceeding, even though we could not create PATH aliases: Refusing to create helper binaries under temporary dir \"/tmp\"\ncodex-cli 0.169.0\n"
+            ),
+            Some("codex-cli 0.169.0")
+        );
+        assert_eq!(
+            version_line("\n2.1.197 (Claude Code)\n"),
+            Some("2.1.197 (Claude Code)")
+        );
+        assert_eq!(version_line("mytool dev\n"), Some("mytool dev"));
+        assert_eq!(version_line(""), None);
+    }
 }

@@ -249,9 +249,13 @@ mod tests {
                 model: None,
             }
         );
+        // The model from Aider's banner ("Main model: …").
         assert_eq!(
             crate::agent::parse_usage(AgentKind::Aider, LOG.as_bytes()),
-            usage
+            Usage {
+                model: Some("anthropic/claude-sonnet-4-20250514".into()),
+                ..usage
+            }
         );
     }
 

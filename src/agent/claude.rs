@@ -25,10 +25,12 @@
 //!   unless `IS_SANDBOX=1` (anthropics/claude-code#9184), which git-orch
 //!   sets only when the attempt really is sandboxed.
 //! - Otherwise `--permission-mode acceptEdits` ("automatically accept file
-//!   edits") with `--allowedTools Bash(<command>)` and `Bash(<command> *)`
+//!   edits") with allow rules `Bash(<command>)` and `Bash(<command> *)`
 //!   for the subtask's verification and the gate commands, so the agent can
 //!   check its work; in print mode any other tool call that would ask is
-//!   denied.
+//!   denied. The rules go in `--settings '{"permissions":{"allow":[…]}}'`
+//!   ("a settings JSON file or a JSON string"), where each is a string of
+//!   its own, whatever the command holds.
 //! - `--model M`: "an alias for the latest model (sonnet, opus) or a
 //!   model's full name".
 //! - `--`: the prompt is a positional argument (commander.js); after `--` a
@@ -80,11 +82,8 @@ pub(super) fn invocation(
             .filter(|c| !c.is_empty() && seen.insert(*c))
             .collect();
         if !commands.is_empty() {
-            inv.args.push("--allowedTools".into());
-            for c in commands {
-                inv.args.push(format!("Bash({c})"));
-                inv.args.push(format!("Bash({c} *)"));
-            }
+            inv.args
+                .extend(["--settings".to_owned(), allow_settings(&commands)]);
         }
     }
     if let Some(model) = &spec.model {
@@ -97,6 +96,21 @@ pub(super) fn invocation(
         inv.stdin = Some(input.prompt.as_bytes().to_vec());
     }
     inv
+}
+
+/// Claude Code settings (JSON, for `--settings`) whose permission rules
+/// allow each command exactly and with more arguments: `Bash(<command>)`
+/// and `Bash(<command> *)`. As settings, not `--allowedTools`: Claude
+/// splits that option's values at spaces and commas outside what it reads
+/// as parentheses, so a command holding `$(…)` broke into pieces
+/// ("Ignoring --allowedTools rule \"*)\""); in JSON every rule is one
+/// string.
+fn allow_settings(commands: &[&str]) -> String {
+    let allow: Vec<String> = commands
+        .iter()
+        .flat_map(|c| [format!("Bash({c})"), format!("Bash({c} *)")])
+        .collect();
+    serde_json::json!({"permissions": {"allow": allow}}).to_string()
 }
 
 /// Input tokens of a Claude `usage` object: uncached, cache-creation and
@@ -288,15 +302,25 @@ mod tests {
                 "--include-partial-messages",
                 "--permission-mode",
                 "acceptEdits",
-                "--allowedTools",
-                "Bash(cargo test)",
-                "Bash(cargo test *)",
+                "--settings",
+                r#"{"permissions":{"allow":["Bash(cargo test)","Bash(cargo test *)"]}}"#,
                 "--",
                 "Fix it.",
             ]
         );
         // Not sandboxed: no IS_SANDBOX, whatever the uid.
         assert!(inv.env.is_empty());
+    }
+
+    #[test]
+    fn every_allow_rule_is_one_string_whatever_the_command_holds() {
+        let v = r#"test "$(cat out.txt)" = 'a, b' && echo Bash"#;
+        let settings: Value =
+            serde_json::from_str(&allow_settings(&[v])).expect("settings are JSON");
+        assert_eq!(
+            settings["permissions"]["allow"],
+            serde_json::json!([format!("Bash({v})"), format!("Bash({v} *)")])
+        );
     }
 
     #[test]

@@ -29,8 +29,56 @@ pub enum Severity {
 pub struct Finding {
     pub severity: Severity,
     pub problem: String,
-    /// What to do: a config line, a command, an environment variable.
+    /// What to do, in words: a command, an environment variable, a file.
     pub fix: String,
+    /// Text that fixes it when pasted, exactly as given, into a file; the
+    /// fix says so. Never a placeholder to fill in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paste: Option<Paste>,
+}
+
+/// Text to paste into a file, valid there as it stands.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Paste {
+    /// The file, as people name it: `.orch/config`,
+    /// `~/.gemini/settings.json`.
+    pub file: String,
+    /// What to add to it (a whole `[agent "NAME"]` section for
+    /// `.orch/config`, which git's config syntax merges with the one
+    /// there: a single-valued key's last value wins).
+    pub text: String,
+}
+
+/// `value` written so git's config parser reads back exactly `value`:
+/// quoted when it holds what git would strip or take as a comment (`#`,
+/// `;`, quotes, backslashes, surrounding spaces), with `"` and `\`
+/// escaped inside.
+pub fn config_value(value: &str) -> String {
+    let plain =
+        !value.is_empty() && value.trim() == value && !value.contains(['#', ';', '"', '\\', '\n']);
+    if plain {
+        return value.to_owned();
+    }
+    let escaped = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    format!("\"{escaped}\"")
+}
+
+/// An `[agent "NAME"]` section with `lines` (`key = value`, values already
+/// written with [`config_value`]), indented as the docs' recipes are.
+fn agent_section(section: &str, lines: &[String]) -> String {
+    let mut out = format!(
+        "[agent \"{}\"]\n",
+        section.replace('\\', "\\\\").replace('"', "\\\"")
+    );
+    for l in lines {
+        out.push_str("    ");
+        out.push_str(l);
+        out.push('\n');
+    }
+    out
 }
 
 /// What the caller found out about where the agent would run.
@@ -60,6 +108,7 @@ fn error(problem: impl Into<String>, fix: impl Into<String>) -> Finding {
         severity: Severity::Error,
         problem: problem.into(),
         fix: fix.into(),
+        paste: None,
     }
 }
 
@@ -68,6 +117,28 @@ fn note(problem: impl Into<String>, fix: impl Into<String>) -> Finding {
         severity: Severity::Note,
         problem: problem.into(),
         fix: fix.into(),
+        paste: None,
+    }
+}
+
+impl Finding {
+    /// The fix in one line, and where the block to paste is shown.
+    pub fn fix_line(&self, agent: &str) -> String {
+        match &self.paste {
+            Some(p) => format!(
+                "{}; `git orch agents {agent}` prints the block to paste into {}",
+                self.fix, p.file
+            ),
+            None => self.fix.clone(),
+        }
+    }
+
+    fn pasting(mut self, file: &str, text: String) -> Finding {
+        self.paste = Some(Paste {
+            file: file.to_owned(),
+            text,
+        });
+        self
     }
 }
 
@@ -84,40 +155,68 @@ pub fn check(spec: &AgentSpec, probe: &Probe) -> Vec<Finding> {
         AgentKind::Claude => claude(spec, probe, section),
         AgentKind::Codex => codex(spec, probe, section),
         AgentKind::Gemini => gemini(probe, section),
-        AgentKind::Aider => aider(spec, probe, section),
+        AgentKind::Aider => aider(spec, probe),
         AgentKind::Command | AgentKind::Fake => Vec::new(),
     }
 }
 
+/// The variables that give Claude Code a key, a token, or a cloud
+/// provider's credentials to use.
+const CLAUDE_AUTH_VARS: [&str; 5] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "CLAUDE_CODE_OAUTH_TOKEN",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+];
+
+/// Whether Claude Code's user settings (`~/.claude/settings.json`, the
+/// text `settings`) give it credentials as Claude Code reads them: one of
+/// [`CLAUDE_AUTH_VARS`] in its `env` object (applied to Claude's own
+/// environment), or an `apiKeyHelper` command that prints a key.
+fn claude_settings_auth(settings: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(settings) else {
+        return false;
+    };
+    let set = |v: Option<&serde_json::Value>| {
+        v.and_then(serde_json::Value::as_str)
+            .is_some_and(|s| !s.trim().is_empty())
+    };
+    set(v.get("apiKeyHelper"))
+        || CLAUDE_AUTH_VARS
+            .iter()
+            .any(|k| set(v.get("env").and_then(|e| e.get(k))))
+}
+
 fn claude(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
     let mut out = Vec::new();
-    let keyed = [
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "CLAUDE_CODE_OAUTH_TOKEN",
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_USE_VERTEX",
-    ]
-    .iter()
-    .any(|k| probe.has(k));
+    // What Claude Code itself reads: its environment, its user settings'
+    // `env` and `apiKeyHelper`, a login (`/login` writes the credentials
+    // file; older versions the key into ~/.claude.json).
+    let keyed = CLAUDE_AUTH_VARS.iter().any(|k| probe.has(k))
+        || (probe.home_file)(".claude/settings.json").is_some_and(|t| claude_settings_auth(&t));
     let logged_in = probe.has_file(".claude/.credentials.json")
         || (probe.home_file)(".claude.json")
             .is_some_and(|t| t.contains("\"primaryApiKey\"") || t.contains("\"oauthAccount\""));
     if !keyed && !logged_in {
         out.push(error(
             "Claude Code has no API key and no login",
-            "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway) where git orch runs, or run `claude` once and log in",
+            "set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN for a gateway) where git orch runs or in the `env` of ~/.claude/settings.json, set an `apiKeyHelper` there, or run `claude` once and log in",
         ));
     }
     let bypass = spec.bypasses_permissions(probe.sandboxed);
     let declared_sandbox = probe.env.get("IS_SANDBOX").map(String::as_str) == Some("1");
     if probe.root && bypass && !probe.sandboxed && !declared_sandbox {
-        out.push(error(
-            "Claude Code refuses --dangerously-skip-permissions as root outside a sandbox",
-            format!(
-                "use the sandbox (`sandbox = bwrap` in [orch]; git-orch then tells Claude it is sandboxed), or drop `bypassPermissions = true` from [agent \"{section}\"], or, on a throwaway container, add `env = IS_SANDBOX=1` to it"
+        out.push(
+            error(
+                "Claude Code refuses --dangerously-skip-permissions as root outside a sandbox",
+                "run Claude in its milder acceptEdits mode (`bypassPermissions = false` in the agent's section); or use the sandbox (`sandbox = bwrap` in the [orch] section), where git-orch tells Claude it is sandboxed; or, on a throwaway container only, add `env = IS_SANDBOX=1` to the agent's section",
+            )
+            .pasting(
+                ".orch/config",
+                agent_section(section, &["bypassPermissions = false".to_owned()]),
             ),
-        ));
+        );
     }
     if !bypass {
         out.push(note(
@@ -141,15 +240,76 @@ fn codex(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
             "set OPENAI_API_KEY (or CODEX_API_KEY) where git orch runs, or run `codex login`",
         ));
     }
-    if probe.has("OPENAI_BASE_URL") && !custom_provider {
+    if let Some(arg) = stripped_inline_table(&spec.args) {
         out.push(error(
-            "OPENAI_BASE_URL is set, but Codex CLI sends its built-in provider's requests to OpenAI regardless",
             format!(
-                "declare a provider in [agent \"{section}\"]: `args = -c`, `args = model_provider=\"gateway\"`, `args = -c`, `args = model_providers.gateway={{name=\"gateway\", base_url=\"https://…/v1\", env_key=\"OPENAI_API_KEY\", wire_api=\"responses\"}}` (see docs/agents/codex.md)"
+                "Codex CLI cannot load `-c {arg}`: an inline table whose strings lost their quotes (git's config syntax strips them), which Codex rejects (\"Error loading config.toml: invalid type: string\")"
+            ),
+            format!(
+                "write one `-c` per key, without quotes, in [agent \"{section}\"]: `args = -c` then `args = model_providers.NAME.base_url=URL`, and so on (see docs/agents/codex.md)"
             ),
         ));
     }
+    if let Some(url) = probe
+        .env
+        .get("OPENAI_BASE_URL")
+        .filter(|u| !u.trim().is_empty())
+        && !custom_provider
+    {
+        // Each override a `-c` of its own, dotted and unquoted: git's
+        // config syntax strips quotes, and Codex reads a value that is not
+        // TOML as a plain string, so these survive the paste.
+        let mut lines = Vec::new();
+        for value in [
+            "model_provider=gateway".to_owned(),
+            "model_providers.gateway.name=gateway".to_owned(),
+            format!("model_providers.gateway.base_url={}", url.trim()),
+            "model_providers.gateway.env_key=OPENAI_API_KEY".to_owned(),
+            "model_providers.gateway.wire_api=responses".to_owned(),
+        ] {
+            lines.push("args = -c".to_owned());
+            lines.push(format!("args = {}", config_value(&value)));
+        }
+        out.push(
+            error(
+                "OPENAI_BASE_URL is set, but Codex CLI sends its built-in provider's requests to OpenAI regardless",
+                "declare the gateway as a model provider of Codex, one `-c` per key (see docs/agents/codex.md)",
+            )
+            .pasting(".orch/config", agent_section(section, &lines)),
+        );
+    }
     out
+}
+
+/// The first `-c KEY=VALUE` override whose value is an inline table
+/// (`{…}`) with a bare word where a string belongs (`{name=gateway}`):
+/// what `model_providers.x={name="x"}` becomes in git's config syntax,
+/// which removes the quotes. Codex parses the value as TOML, falls back
+/// to a plain string, and then refuses its whole configuration.
+fn stripped_inline_table(args: &[String]) -> Option<String> {
+    args.windows(2)
+        .filter(|w| w[0] == "-c" || w[0] == "--config")
+        .map(|w| &w[1])
+        .find(|arg| {
+            let Some((_, value)) = arg.split_once('=') else {
+                return false;
+            };
+            let value = value.trim();
+            let Some(inner) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) else {
+                return false;
+            };
+            inner.split(',').any(|pair| {
+                pair.split_once('=').is_some_and(|(_, v)| {
+                    let v = v.trim();
+                    !v.is_empty()
+                        && !v.starts_with(['"', '\'', '[', '{'])
+                        && v.parse::<f64>().is_err()
+                        && v != "true"
+                        && v != "false"
+                })
+            })
+        })
+        .cloned()
 }
 
 fn gemini(probe: &Probe, section: &str) -> Vec<Finding> {
@@ -172,17 +332,26 @@ fn gemini(probe: &Probe, section: &str) -> Vec<Finding> {
         ));
     }
     if probe.has("GOOGLE_GEMINI_BASE_URL") && !auth_type_set {
-        out.push(error(
-            "GOOGLE_GEMINI_BASE_URL is set without an auth type, which Gemini CLI rejects (\"Invalid auth method selected\")",
-            format!(
-                "select the API-key auth type in ~/.gemini/settings.json: {{\"security\":{{\"auth\":{{\"selectedType\":\"gemini-api-key\"}}}}}} (see docs/agents/gemini.md; [agent \"{section}\"] may point elsewhere with `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=…`)"
+        // Only Gemini's own settings select an auth type; the file does
+        // not exist yet (else it would be read above), so this is all of
+        // it.
+        out.push(
+            error(
+                "GOOGLE_GEMINI_BASE_URL is set without an auth type, which Gemini CLI rejects (\"Invalid auth method selected\")",
+                format!(
+                    "select the API-key auth type in ~/.gemini/settings.json (`{{\"security\": {{\"auth\": {{\"selectedType\": \"gemini-api-key\"}}}}}}`, beside what the file holds); [agent \"{section}\"] may name another settings file with `env = GEMINI_CLI_SYSTEM_SETTINGS_PATH=PATH` (see docs/agents/gemini.md)"
+                ),
+            )
+            .pasting(
+                "~/.gemini/settings.json",
+                "{\"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}}}\n".to_owned(),
             ),
-        ));
+        );
     }
     out
 }
 
-fn aider(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
+fn aider(spec: &AgentSpec, probe: &Probe) -> Vec<Finding> {
     let keys = [
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -205,11 +374,11 @@ fn aider(spec: &AgentSpec, probe: &Probe, section: &str) -> Vec<Finding> {
     if keyed {
         return Vec::new();
     }
+    // No key in .orch/config: it is committed and travels with the
+    // repository.
     vec![error(
         "Aider has no API key for any provider",
-        format!(
-            "set the key of your model's provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) where git orch runs, or pass one in [agent \"{section}\"] with `args = --api-key` and `args = openai=…`"
-        ),
+        "set the key of your model's provider (OPENAI_API_KEY, ANTHROPIC_API_KEY, …) where git orch runs, or in ~/.aider.conf.yml or a .env file",
     )]
 }
 
@@ -267,6 +436,36 @@ mod tests {
     }
 
     #[test]
+    fn claude_settings_env_or_key_helper_count_as_auth() {
+        let spec = AgentSpec::builtin("claude").expect("built-in");
+        let e = env(&[]);
+        for settings in [
+            r#"{"env":{"ANTHROPIC_API_KEY":"sk-x","ANTHROPIC_BASE_URL":"http://gw"}}"#,
+            r#"{"env":{"ANTHROPIC_AUTH_TOKEN":"t"}}"#,
+            r#"{"env":{"CLAUDE_CODE_USE_BEDROCK":"1"}}"#,
+            r#"{"apiKeyHelper":"~/bin/print-key.sh"}"#,
+        ] {
+            let files = |p: &str| (p == ".claude/settings.json").then(|| settings.to_owned());
+            let f = check(&spec, &probe_with(&e, &files, false, true));
+            assert!(errors(&f).is_empty(), "{settings}: {f:?}");
+        }
+        for settings in [
+            r#"{"env":{"ANTHROPIC_BASE_URL":"http://gw"}}"#,
+            r#"{"env":{"ANTHROPIC_API_KEY":""},"apiKeyHelper":" "}"#,
+            r#"{"permissions":{"allow":["Bash(ANTHROPIC_API_KEY=x)"]}}"#,
+            "not json",
+        ] {
+            let files = |p: &str| (p == ".claude/settings.json").then(|| settings.to_owned());
+            let f = check(&spec, &probe_with(&e, &files, false, true));
+            assert_eq!(
+                errors(&f),
+                ["Claude Code has no API key and no login"],
+                "{settings}"
+            );
+        }
+    }
+
+    #[test]
     fn claude_login_file_counts_as_auth() {
         let files = |p: &str| (p == ".claude/.credentials.json").then(|| "{}".to_owned());
         let spec = AgentSpec::builtin("claude").expect("built-in");
@@ -284,6 +483,98 @@ mod tests {
         let mut with = spec.clone();
         with.args = vec!["-c".into(), "model_provider=\"gateway\"".into()];
         assert!(errors(&check(&with, &probe_with(&e, &no_files, false, false))).is_empty());
+    }
+
+    #[test]
+    fn codex_fix_declares_the_gateway_it_found_without_quotes() {
+        let no_files = |_: &str| None;
+        let spec = AgentSpec::builtin("codex").expect("built-in");
+        let e = env(&[
+            ("OPENAI_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1"),
+        ]);
+        let f = check(&spec, &probe_with(&e, &no_files, false, false));
+        let paste = f[0].paste.as_ref().expect("a paste");
+        assert_eq!(paste.file, ".orch/config");
+        assert_eq!(
+            paste.text,
+            "[agent \"codex\"]\n    args = -c\n    args = model_provider=gateway\n    args = -c\n    args = model_providers.gateway.name=gateway\n    args = -c\n    args = model_providers.gateway.base_url=http://127.0.0.1:4000/v1\n    args = -c\n    args = model_providers.gateway.env_key=OPENAI_API_KEY\n    args = -c\n    args = model_providers.gateway.wire_api=responses\n"
+        );
+        assert!(!paste.text.contains('…'), "no placeholder");
+    }
+
+    #[test]
+    fn codex_inline_table_without_quotes_is_refused() {
+        let no_files = |_: &str| None;
+        let e = env(&[("OPENAI_API_KEY", "k")]);
+        let mut spec = AgentSpec::builtin("codex").expect("built-in");
+        // What git reads back from the fix this preflight used to print.
+        spec.args = vec![
+            "-c".into(),
+            "model_provider=gateway".into(),
+            "-c".into(),
+            "model_providers.gateway={name=gateway, base_url=http://127.0.0.1:4000/v1, env_key=OPENAI_API_KEY, wire_api=responses}".into(),
+        ];
+        let f = check(&spec, &probe_with(&e, &no_files, false, false));
+        assert_eq!(errors(&f).len(), 1, "{f:?}");
+        assert!(errors(&f)[0].contains("lost their quotes"), "{f:?}");
+        // Quoted strings, numbers and booleans are TOML: fine.
+        spec.args = vec![
+            "-c".into(),
+            "model_providers.gateway={name=\"gateway\", request_max_retries=1, x=true}".into(),
+            "-c".into(),
+            "model_providers.gateway.base_url=http://gw/v1".into(),
+        ];
+        assert!(errors(&check(&spec, &probe_with(&e, &no_files, false, false))).is_empty());
+    }
+
+    #[test]
+    fn claude_root_fix_pastes_the_milder_mode() {
+        let no_files = |_: &str| None;
+        let mut spec = AgentSpec::builtin("claude").expect("built-in");
+        spec.bypass_permissions = Some(true);
+        let e = env(&[("ANTHROPIC_API_KEY", "k")]);
+        let f = check(&spec, &probe_with(&e, &no_files, true, false));
+        let paste = f[0].paste.as_ref().expect("a paste");
+        assert_eq!(
+            paste.text,
+            "[agent \"claude\"]\n    bypassPermissions = false\n"
+        );
+    }
+
+    #[test]
+    fn config_values_are_quoted_only_when_git_would_change_them() {
+        assert_eq!(
+            config_value("model_provider=gateway"),
+            "model_provider=gateway"
+        );
+        assert_eq!(config_value("http://gw/v1"), "http://gw/v1");
+        assert_eq!(config_value("http://gw/v1#frag"), "\"http://gw/v1#frag\"");
+        assert_eq!(config_value("a;b"), "\"a;b\"");
+        assert_eq!(config_value("say \"hi\""), "\"say \\\"hi\\\"\"");
+        assert_eq!(config_value("C:\\x"), "\"C:\\\\x\"");
+        assert_eq!(config_value(" padded "), "\" padded \"");
+        assert_eq!(config_value(""), "\"\"");
+    }
+
+    #[test]
+    fn no_fix_names_a_placeholder_or_a_quoted_config_value() {
+        // Every finding of every kind in worlds that trigger them all.
+        let no_files = |_: &str| None;
+        let e = env(&[
+            ("OPENAI_BASE_URL", "http://gw/v1"),
+            ("GOOGLE_GEMINI_BASE_URL", "http://gw"),
+        ]);
+        for name in ["claude", "codex", "gemini", "aider"] {
+            let mut spec = AgentSpec::builtin(name).expect("built-in");
+            spec.bypass_permissions = Some(true);
+            for f in check(&spec, &probe_with(&e, &no_files, true, false)) {
+                assert!(!f.fix.contains("=\""), "{name}: {}", f.fix);
+                if let Some(p) = &f.paste {
+                    assert!(!p.text.contains('…'), "{name}: {}", p.text);
+                }
+            }
+        }
     }
 
     #[test]

@@ -112,9 +112,34 @@ pub fn estimate(usage: &Usage, price: &Price) -> f64 {
         + per(usage.output_tokens, price.output)
 }
 
+/// An amount of US dollars for people: two decimals from a cent up;
+/// below a cent, enough decimals for two significant digits (`$0.0042`,
+/// `$0.00012`), so a cheap run never reads `$0.00` as if it were free.
+pub fn usd(amount: f64) -> String {
+    let a = amount.abs();
+    let decimals = if !a.is_finite() || a == 0.0 || a >= 0.01 {
+        2
+    } else {
+        ((-a.log10()).floor() as usize + 2).min(10)
+    };
+    format!("${amount:.decimals$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sub_cent_amounts_keep_two_significant_digits() {
+        assert_eq!(usd(0.0), "$0.00");
+        assert_eq!(usd(0.5), "$0.50");
+        assert_eq!(usd(12.345), "$12.35");
+        assert_eq!(usd(0.01), "$0.01");
+        assert_eq!(usd(0.0042), "$0.0042");
+        assert_eq!(usd(0.000_123), "$0.00012");
+        assert_eq!(usd(0.009_9), "$0.0099");
+        assert_eq!(usd(1e-12), "$0.0000000000");
+    }
 
     #[test]
     fn longest_prefix_wins_and_names_are_normalized() {

@@ -76,6 +76,14 @@ pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
             };
             out.line(&format!("    {mark}: {}", f.problem));
             out.line(&format!("    fix: {}", f.fix));
+            // Indented, which both git's config syntax and JSON allow, so
+            // the block works pasted as it is shown.
+            if let Some(paste) = &f.paste {
+                out.line(&format!("    paste into {}:", paste.file));
+                for l in paste.text.lines() {
+                    out.line(&format!("        {l}"));
+                }
+            }
         }
     }
     Ok(code)

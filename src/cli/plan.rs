@@ -712,7 +712,7 @@ fn new_with_agent(
     }
     let rounds = session.rounds.len();
     let spent = if session.cost_usd > 0.0 {
-        format!(", ${:.2} reported", session.cost_usd)
+        format!(", {} reported", crate::agent::price::usd(session.cost_usd))
     } else {
         String::new()
     };
@@ -732,7 +732,9 @@ fn new_with_agent(
         (lead::End::Budget { spent, budget }, _, _) => Err(CommandError::with_code(
             exit::BUDGET,
             format!(
-                "stopped after {rounds} round(s): ${spent:.2} reported of a ${budget:.2} budget{}\nhint: rerun with a larger --budget",
+                "stopped after {rounds} round(s): {} reported of a {} budget{}\nhint: rerun with a larger --budget",
+                crate::agent::price::usd(*spent),
+                crate::agent::price::usd(*budget),
                 kept(&draft)
             ),
         )),
@@ -740,10 +742,22 @@ fn new_with_agent(
             exit::INTERRUPTED,
             format!("interrupted in round {rounds}{}", kept(&draft)),
         )),
-        (lead::End::Unavailable(why), _, _) => Err(CommandError::error(format!(
-            "the lead agent {agent} stopped being available in round {rounds}: {why}{}\nhint: try again later, or choose another --agent",
-            kept(&draft)
-        ))),
+        // The agent's own words are in the round's report above: said once.
+        (lead::End::Unavailable { class, reason }, _, _) => {
+            let what = match class {
+                crate::agent::Availability::Missing => reason.clone(),
+                _ => crate::agent::Unavailable {
+                    class: *class,
+                    evidence: String::new(),
+                }
+                .reason(),
+            };
+            Err(CommandError::error(format!(
+                "the lead agent {agent} could not work in round {rounds}: {what}{}\nhint: {}",
+                kept(&draft),
+                unavailable_hint(*class, agent)
+            )))
+        }
         _ => {
             if let Some(last) = session.rounds.last()
                 && session.plan.is_none()
@@ -765,6 +779,28 @@ fn new_with_agent(
                             .into(),
                 }
             )))
+        }
+    }
+}
+
+/// What to do about an agent that could not work: waiting helps a rate
+/// limit or an overloaded provider, never a refused key.
+fn unavailable_hint(class: crate::agent::Availability, agent: &str) -> String {
+    use crate::agent::Availability;
+    match class {
+        Availability::AuthFailed => format!(
+            "check the key or login {agent} uses (`git orch agents {agent}` shows what it gets), or choose another --agent"
+        ),
+        Availability::Missing => {
+            format!(
+                "check that {agent} is installed (`git orch agents {agent}`), or choose another --agent"
+            )
+        }
+        Availability::Unreachable => format!(
+            "check that {agent}'s provider or gateway is up and its address right, or choose another --agent"
+        ),
+        Availability::RateLimited | Availability::Overloaded | Availability::Available => {
+            "try again later, or choose another --agent".to_owned()
         }
     }
 }

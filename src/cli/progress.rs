@@ -892,6 +892,7 @@ mod tests {
             failure: failure.map(str::to_owned),
             writer: None,
             candidates: Vec::new(),
+            attempt_rows: Vec::new(),
         }
     }
 

@@ -417,7 +417,9 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         DriveOutcome::Budget { spent, budget } => Err(CommandError::with_code(
             exit::BUDGET,
             format!(
-                "run {run_id} stopped: ${spent:.2} spent of a ${budget:.2} budget\nhint: rerun with a larger --budget to resume"
+                "run {run_id} stopped: {} spent of a {} budget\nhint: rerun with a larger --budget to resume",
+                crate::agent::price::usd(spent),
+                crate::agent::price::usd(budget)
             ),
         )),
         DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),

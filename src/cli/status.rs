@@ -40,6 +40,11 @@ pub struct StatusArgs {
     /// tasks are done.
     #[arg(long, conflicts_with_all = ["run", "watch"])]
     pub all: bool,
+    /// Under each task, every attempt: its agent, state, time, tokens and
+    /// cost, and why it did not pass or was not chosen (with --json every
+    /// task lists its attempts' usage in `attempt_usage`).
+    #[arg(long, conflicts_with = "all")]
+    pub attempts: bool,
 }
 
 /// The worker claim on a task's latest attempt, if a worker runs it: who
@@ -112,6 +117,12 @@ impl Snapshot {
 
     /// The table: a title line, column headers, one line per task.
     pub fn lines(&self) -> Vec<String> {
+        self.lines_with(false)
+    }
+
+    /// The table; with `attempts`, every attempt under its task (instead
+    /// of only the candidates of a best-of-N round).
+    pub fn lines_with(&self, attempts: bool) -> Vec<String> {
         let run = &self.run;
         let counts = view::counts(self.rows.iter().map(|r| &r.status))
             .into_iter()
@@ -188,6 +199,33 @@ impl Snapshot {
                 .trim_end()
                 .to_owned(),
             );
+            if attempts {
+                for a in &r.attempt_rows {
+                    lines.push(
+                        format!(
+                            "{:<task_w$}  {:<9}  {:>7}  {:<agent_w$}  {:>7}  {:>15}  {:>8}  {:>5}  {}",
+                            "",
+                            a.state,
+                            format!("#{}", a.attempt),
+                            a.agent,
+                            a.elapsed_ms.map_or("-".into(), |ms| {
+                                output::format_duration((ms.max(0) / 1000) as u64)
+                            }),
+                            a.usage.tokens_cell(),
+                            if a.usage.runs == 0 {
+                                "-".to_owned()
+                            } else {
+                                a.usage.cost_text()
+                            },
+                            "",
+                            a.detail.as_deref().unwrap_or_default()
+                        )
+                        .trim_end()
+                        .to_owned(),
+                    );
+                }
+                continue;
+            }
             // The candidates of a best-of-N round, under their task.
             for c in &r.candidates {
                 lines.push(
@@ -425,7 +463,7 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
         let lines = if args.json {
             vec![snap.json().to_string()]
         } else {
-            let mut lines = snap.lines();
+            let mut lines = snap.lines_with(args.attempts);
             if args.run.is_none() {
                 lines.extend(others_unfinished(&index, &snap.run));
             }
@@ -452,7 +490,7 @@ pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
         let lines = if args.json {
             vec![snap.json().to_string()]
         } else {
-            snap.lines()
+            snap.lines_with(args.attempts)
         };
         if lines != last {
             if terminal {

@@ -210,8 +210,12 @@ pub enum End {
     Passed,
     /// The rounds ran out with a plan that still fails (or none).
     Failed,
-    /// The agent became unavailable (rate limited, missing) mid-session.
-    Unavailable(String),
+    /// The agent became unavailable (rate limited, missing, its key
+    /// refused) mid-session: what it was, and the reason with its words.
+    Unavailable {
+        class: agent::Availability,
+        reason: String,
+    },
     /// Reported cost reached `--budget` before the plan passed.
     Budget { spent: f64, budget: f64 },
     /// Ctrl-C.
@@ -334,13 +338,25 @@ fn reset_checkout(store: &Store, checkout: &CheckoutPaths, base: Oid) -> Result<
         .map_err(|e| LeadError::Out(format!("cannot reset the lead agent's checkout: {e}")))
 }
 
-/// A file name for the plan at the checkout's root that the base tree
-/// does not hold.
-fn plan_name(paths: &[String]) -> String {
-    let mut name = ".orch-plan.json".to_owned();
+/// The plan file's name at the checkout's root: `<id>.json`, the id the
+/// brief's skeleton proposes for the instruction (so the file is named
+/// like the draft and the stored plan), numbered when the base tree holds
+/// a file or folder of that name. In the checkout's root because that is
+/// where every agent may write, with or without the sandbox: each CLI's
+/// milder permission mode (Claude's `acceptEdits`, Gemini's `auto_edit`,
+/// Codex's `workspace-write`) accepts edits in its working folder, and
+/// some refuse anything under a `.git` folder.
+fn plan_name(instruction: &str, paths: &[String]) -> String {
+    let slug = brief::slug(instruction);
+    let taken = |name: &str| {
+        paths
+            .iter()
+            .any(|p| p == name || p.strip_prefix(name).is_some_and(|r| r.starts_with('/')))
+    };
+    let mut name = format!("{slug}.json");
     let mut n = 2;
-    while paths.contains(&name) {
-        name = format!(".orch-plan-{n}.json");
+    while taken(&name) {
+        name = format!("{slug}-{n}.json");
         n += 1;
     }
     name
@@ -405,7 +421,7 @@ pub async fn run(
         },
     };
     store.make_checkout(&checkout.paths, base, LEAD_BRANCH)?;
-    let plan_name = plan_name(&paths);
+    let plan_name = plan_name(&opts.instruction, &paths);
     let plan_file = checkout.paths.dir.join(&plan_name);
     let plan_file_text = plan_file.to_string_lossy().into_owned();
     let brief_text = brief::render(&brief::BriefInput {
@@ -497,6 +513,12 @@ pub async fn run(
         let mut hash = None;
         session.plan = None;
         match read_plan_file(&plan_file) {
+            // An agent that could not work wrote nothing: that is the
+            // problem, not the missing file.
+            Written::Nothing if ran.failed.is_some() => {
+                outcome = PlanRoundOutcome::Missing;
+                problems = Vec::new();
+            }
             Written::Nothing => {
                 outcome = PlanRoundOutcome::Missing;
                 problems = vec![format!(
@@ -592,8 +614,8 @@ pub async fn run(
             session.end = End::Interrupted;
             break;
         }
-        if let Some(why) = ran.unavailable {
-            session.end = End::Unavailable(why);
+        if let Some((class, reason)) = ran.unavailable {
+            session.end = End::Unavailable { class, reason };
             break;
         }
         if outcome == PlanRoundOutcome::Passed {
@@ -642,8 +664,9 @@ struct Ran {
     tail: String,
     /// Why the run did not succeed, in words after "the agent".
     failed: Option<String>,
-    /// Set when the agent cannot run at all now (missing, rate limited).
-    unavailable: Option<String>,
+    /// Set when the agent cannot run at all now (missing, rate limited,
+    /// its key refused): what it is, and the reason.
+    unavailable: Option<(agent::Availability, String)>,
 }
 
 /// Runs the agent once exactly as attempts run theirs (see
@@ -676,7 +699,7 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
         usage: AgentUsage::default(),
         tail: String::new(),
         failed: Some(why.clone()),
-        unavailable: Some(why),
+        unavailable: Some((agent::Availability::Missing, why)),
     };
     let launch = match crate::launch::agent(&crate::launch::AgentJob {
         spec,
@@ -715,7 +738,7 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
     let unavailable = if ended.timed_out || ended.cancelled {
         None
     } else {
-        read.unavailable.clone()
+        read.unavailable.clone().map(|why| (read.availability, why))
     };
     let failed = if ended.timed_out {
         Some(format!(
@@ -724,8 +747,8 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
         ))
     } else if ended.cancelled {
         Some("was interrupted".to_owned())
-    } else if let Some(u) = &unavailable {
-        Some(format!("is unavailable: {u}"))
+    } else if let Some((_, why)) = &unavailable {
+        Some(format!("is unavailable: {why}"))
     } else if ended.exit != Some(0) {
         Some(match ended.exit {
             Some(c) => format!("exited with status {c}"),
@@ -734,8 +757,11 @@ async fn run_agent(spec: &AgentSpec, run: AgentRun<'_>, cancel: &CancellationTok
     } else {
         None
     };
+    // The cause once: an unavailable agent's reason quotes it already.
     let failed = match (failed, &read.cause) {
-        (Some(f), Some(cause)) => Some(format!("{f}: {}", masking::mask_text(cause))),
+        (Some(f), Some(cause)) if !f.contains(cause.as_str()) => {
+            Some(format!("{f}: {}", masking::mask_text(cause)))
+        }
         (f, _) => f,
     };
     Ran {
@@ -761,11 +787,17 @@ mod tests {
     }
 
     #[test]
-    fn the_plan_file_name_avoids_files_of_the_tree() {
-        assert_eq!(plan_name(&[]), ".orch-plan.json");
+    fn the_plan_file_is_named_for_the_plan_id_and_avoids_the_tree() {
         assert_eq!(
-            plan_name(&[".orch-plan.json".into(), ".orch-plan-2.json".into()]),
-            ".orch-plan-3.json"
+            plan_name("Add a checkout flow", &[]),
+            "add-a-checkout-flow.json"
+        );
+        assert_eq!(
+            plan_name(
+                "Package",
+                &["package.json".into(), "package-2.json/x".into()]
+            ),
+            "package-3.json"
         );
     }
 }

@@ -295,7 +295,9 @@ impl<'p> Driver<'p> {
         {
             let spent = run.cost();
             (self.progress)(Progress::Stopping(format!(
-                "budget: spent ${spent:.2} of ${budget:.2}"
+                "budget: spent {} of {}",
+                crate::agent::price::usd(spent),
+                crate::agent::price::usd(budget)
             )));
             self.store.append(vec![Event::RunStopped {
                 run_id: self.ctx.run.clone(),

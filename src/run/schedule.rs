@@ -305,7 +305,7 @@ pub fn round_chains(
 /// A round's candidates, best first: passed every blocking gate, then not
 /// rejected by a reviewer, then the smaller diff, then the cheaper, then
 /// the earlier. `lines` gives a candidate's changed lines (0 without a
-/// result).
+/// result). Each says what decided its place ([`explain`]).
 pub fn rank(
     round: &[&crate::state::AttemptState],
     lines: &dyn Fn(&crate::state::AttemptState) -> u64,
@@ -329,6 +329,7 @@ pub fn rank(
                 reviewer_ok,
                 changed_lines: if a.result.is_some() { lines(a) } else { 0 },
                 cost_usd: a.agent_run.as_ref().and_then(|r| r.usage.cost_usd),
+                decided_by: None,
                 why: String::new(),
             }
         })
@@ -338,48 +339,258 @@ pub fn rank(
             .cmp(&x.passed)
             .then(y.reviewer_ok.cmp(&x.reviewer_ok))
             .then(x.changed_lines.cmp(&y.changed_lines))
-            .then(
-                x.cost_usd
-                    .unwrap_or(0.0)
-                    .total_cmp(&y.cost_usd.unwrap_or(0.0)),
-            )
+            .then(cost_of(x).total_cmp(&cost_of(y)))
             .then(x.attempt.cmp(&y.attempt))
     });
-    let best = ranked.first().filter(|r| r.passed).cloned();
-    for r in &mut ranked {
+    explain(&mut ranked, &|n| {
         let a = round
             .iter()
-            .find(|a| a.n == r.attempt)
+            .find(|a| a.n == n)
             .expect("ranked from the round");
-        r.why = match &best {
-            Some(b) if b.attempt == r.attempt => format!(
-                "chosen: passed its gates{}, {} changed line(s)",
-                if r.reviewer_ok {
-                    ""
-                } else {
-                    " (reviewer rejected; no better)"
-                },
-                r.changed_lines
+        match a.effective_failure() {
+            Some(f) => format!("did not pass: {}", f.reason),
+            None => format!(
+                "did not pass ({})",
+                a.outcome.map_or("open", |o| o.as_str())
             ),
-            _ if !r.passed => match a.effective_failure() {
-                Some(f) => format!("did not pass: {}", f.reason),
-                None => format!(
-                    "did not pass ({})",
-                    a.outcome.map_or("open", |o| o.as_str())
+        }
+    });
+    ranked
+}
+
+/// A candidate's cost as the ranking compares it: unknown counts as none.
+fn cost_of(r: &crate::event::CandidateRank) -> f64 {
+    r.cost_usd.unwrap_or(0.0)
+}
+
+/// The first criterion on which `a` and `b` differ, in the ranking's order.
+fn criterion(
+    a: &crate::event::CandidateRank,
+    b: &crate::event::CandidateRank,
+) -> crate::event::Criterion {
+    use crate::event::Criterion;
+    if a.passed != b.passed {
+        Criterion::Gates
+    } else if a.reviewer_ok != b.reviewer_ok {
+        Criterion::Reviewer
+    } else if a.changed_lines != b.changed_lines {
+        Criterion::Lines
+    } else if cost_of(a) != cost_of(b) {
+        Criterion::Cost
+    } else {
+        Criterion::Order
+    }
+}
+
+/// A cost for a reason: the amount, or that it is unknown.
+fn cost_words(r: &crate::event::CandidateRank) -> String {
+    match r.cost_usd {
+        Some(c) => crate::agent::price::usd(c),
+        None => "an unknown cost (counted as none)".to_owned(),
+    }
+}
+
+/// Fills in, for `ranked` (best first), what decided each candidate's
+/// place and why in words: the chosen one against the runner-up, every
+/// other one against the chosen one, naming the criterion that decided a
+/// tie (lines changed, then cost, then order). `failure` says why a
+/// candidate did not pass.
+fn explain(ranked: &mut [crate::event::CandidateRank], failure: &dyn Fn(u32) -> String) {
+    use crate::event::Criterion;
+    let best = ranked.first().filter(|r| r.passed).cloned();
+    let runner_up = ranked.get(1).cloned();
+    for r in ranked.iter_mut() {
+        // The best did not pass, so none did.
+        let Some(b) = &best else {
+            r.decided_by = None;
+            r.why = failure(r.attempt);
+            continue;
+        };
+        if b.attempt == r.attempt {
+            let rejected = if r.reviewer_ok {
+                ""
+            } else {
+                " (reviewer rejected; no better)"
+            };
+            let lines = r.changed_lines;
+            r.decided_by = runner_up.as_ref().map(|o| criterion(r, o));
+            r.why = match (&runner_up, r.decided_by) {
+                (Some(o), Some(Criterion::Gates)) => format!(
+                    "chosen: the only one of the round that passed its gates{rejected}, {lines} changed line(s) (attempt {} did not pass)",
+                    o.attempt
                 ),
-            },
-            Some(b) if b.reviewer_ok && !r.reviewer_ok => {
-                format!(
-                    "passed, but the reviewer rejected it; attempt {} was chosen",
-                    b.attempt
-                )
-            }
-            Some(b) => format!(
+                (Some(o), Some(Criterion::Reviewer)) => format!(
+                    "chosen: passed its gates and its reviewer, {lines} changed line(s) (attempt {}'s reviewer rejected it)",
+                    o.attempt
+                ),
+                (Some(o), Some(Criterion::Lines)) => format!(
+                    "chosen: passed its gates{rejected} with the smallest change, {lines} changed line(s) (attempt {}: {})",
+                    o.attempt, o.changed_lines
+                ),
+                (Some(o), Some(Criterion::Cost)) => format!(
+                    "chosen: passed its gates{rejected}; a tie on changed lines ({lines}) with attempt {} decided by cost: {} against {}",
+                    o.attempt,
+                    cost_words(r),
+                    cost_words(o)
+                ),
+                (Some(o), Some(Criterion::Order)) => format!(
+                    "chosen: passed its gates{rejected}; a tie on changed lines ({lines}) and cost ({}) with attempt {} decided by order: it came first",
+                    cost_words(r),
+                    o.attempt
+                ),
+                _ => format!("chosen: passed its gates{rejected}, {lines} changed line(s)"),
+            };
+            continue;
+        }
+        r.decided_by = Some(criterion(b, r));
+        r.why = match r.decided_by {
+            Some(Criterion::Gates) => failure(r.attempt),
+            Some(Criterion::Reviewer) => format!(
+                "passed, but the reviewer rejected it; attempt {} was chosen",
+                b.attempt
+            ),
+            Some(Criterion::Lines) => format!(
                 "passed with {} changed line(s); attempt {} did it with {}",
                 r.changed_lines, b.attempt, b.changed_lines
             ),
-            None => "did not pass".into(),
+            Some(Criterion::Cost) => format!(
+                "passed with {} changed line(s), as attempt {} did; a tie decided by cost: attempt {} cost {} against {}",
+                r.changed_lines,
+                b.attempt,
+                b.attempt,
+                cost_words(b),
+                cost_words(r)
+            ),
+            Some(Criterion::Order) | None => format!(
+                "passed with {} changed line(s) at {}, as attempt {} did; a tie decided by order: attempt {} came first",
+                r.changed_lines,
+                cost_words(r),
+                b.attempt,
+                b.attempt
+            ),
         };
     }
-    ranked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{CandidateRank, Criterion};
+
+    fn candidate(attempt: u32, passed: bool, lines: u64, cost: Option<f64>) -> CandidateRank {
+        CandidateRank {
+            attempt,
+            agent: "fake".into(),
+            passed,
+            reviewer_ok: true,
+            changed_lines: lines,
+            cost_usd: cost,
+            decided_by: None,
+            why: String::new(),
+        }
+    }
+
+    fn explained(mut ranked: Vec<CandidateRank>) -> Vec<CandidateRank> {
+        explain(&mut ranked, &|n| {
+            format!("did not pass: attempt {n} failed")
+        });
+        ranked
+    }
+
+    #[test]
+    fn a_tie_on_lines_is_decided_by_cost_and_says_so() {
+        let r = explained(vec![
+            candidate(2, true, 3, Some(0.0021)),
+            candidate(1, true, 3, Some(0.0045)),
+        ]);
+        assert_eq!(r[0].decided_by, Some(Criterion::Cost));
+        assert_eq!(
+            r[0].why,
+            "chosen: passed its gates; a tie on changed lines (3) with attempt 1 decided by cost: $0.0021 against $0.0045"
+        );
+        assert_eq!(r[1].decided_by, Some(Criterion::Cost));
+        assert_eq!(
+            r[1].why,
+            "passed with 3 changed line(s), as attempt 2 did; a tie decided by cost: attempt 2 cost $0.0021 against $0.0045"
+        );
+    }
+
+    #[test]
+    fn a_tie_on_lines_and_cost_is_decided_by_order() {
+        let r = explained(vec![
+            candidate(1, true, 3, Some(0.5)),
+            candidate(2, true, 3, Some(0.5)),
+        ]);
+        assert_eq!(r[0].decided_by, Some(Criterion::Order));
+        assert!(
+            r[0].why.ends_with("decided by order: it came first"),
+            "{}",
+            r[0].why
+        );
+        assert!(r[0].why.contains("cost ($0.50)"), "{}", r[0].why);
+        assert_eq!(
+            r[1].why,
+            "passed with 3 changed line(s) at $0.50, as attempt 1 did; a tie decided by order: attempt 1 came first"
+        );
+    }
+
+    #[test]
+    fn lines_gates_and_lone_winners_name_their_criterion() {
+        let r = explained(vec![
+            candidate(3, true, 1, None),
+            candidate(2, true, 5, None),
+            candidate(1, false, 0, None),
+        ]);
+        assert_eq!(r[0].decided_by, Some(Criterion::Lines));
+        assert!(
+            r[0].why
+                .contains("with the smallest change, 1 changed line(s) (attempt 2: 5)"),
+            "{}",
+            r[0].why
+        );
+        assert_eq!(
+            r[1].why,
+            "passed with 5 changed line(s); attempt 3 did it with 1"
+        );
+        assert_eq!(r[2].decided_by, Some(Criterion::Gates));
+        assert_eq!(r[2].why, "did not pass: attempt 1 failed");
+        let alone = explained(vec![candidate(1, true, 2, None)]);
+        assert_eq!(alone[0].decided_by, None);
+        assert_eq!(alone[0].why, "chosen: passed its gates, 2 changed line(s)");
+        let none = explained(vec![
+            candidate(1, false, 0, None),
+            candidate(2, false, 0, None),
+        ]);
+        assert!(
+            none.iter()
+                .all(|r| r.decided_by.is_none() && r.why.starts_with("did not pass"))
+        );
+        let only = explained(vec![
+            candidate(2, true, 4, None),
+            candidate(1, false, 0, None),
+        ]);
+        assert_eq!(only[0].decided_by, Some(Criterion::Gates));
+        assert!(
+            only[0]
+                .why
+                .starts_with("chosen: the only one of the round that passed"),
+            "{}",
+            only[0].why
+        );
+    }
+
+    #[test]
+    fn an_unknown_cost_counts_as_none_and_says_so() {
+        let r = explained(vec![
+            candidate(2, true, 3, None),
+            candidate(1, true, 3, Some(0.01)),
+        ]);
+        assert_eq!(r[0].decided_by, Some(Criterion::Cost));
+        assert!(
+            r[0].why
+                .contains("an unknown cost (counted as none) against $0.01"),
+            "{}",
+            r[0].why
+        );
+    }
 }

@@ -218,13 +218,13 @@ impl Usage {
     /// A cost for people: `$0.12`, `~$0.12` (estimated), `$0.12+?` (some
     /// unknown), `unknown`.
     pub fn cost_text(&self) -> String {
-        let usd = self.cost_usd.unwrap_or(0.0);
+        let usd = crate::agent::price::usd(self.cost_usd.unwrap_or(0.0));
         match self.cost {
             CostKind::Unknown => "unknown".to_owned(),
             CostKind::None => "none reported yet".to_owned(),
-            CostKind::Partial => format!("${usd:.2}+?"),
-            CostKind::Estimated => format!("~${usd:.2}"),
-            CostKind::Reported => format!("${usd:.2}"),
+            CostKind::Partial => format!("{usd}+?"),
+            CostKind::Estimated => format!("~{usd}"),
+            CostKind::Reported => usd,
         }
     }
 
@@ -303,6 +303,57 @@ pub struct TaskRow {
     /// The candidates of the task's latest best-of-N round, if it ran one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<CandidateRow>,
+    /// Every attempt, for `status --attempts` (the JSON has their usage
+    /// in `attempt_usage`).
+    #[serde(skip)]
+    pub attempt_rows: Vec<AttemptRow>,
+}
+
+/// One attempt of a task, as `status --attempts` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AttemptRow {
+    pub attempt: u32,
+    pub agent: String,
+    /// `running`, `landed`, `chosen`, `archived`, or its outcome.
+    pub state: String,
+    pub elapsed_ms: Option<i64>,
+    /// Its own tokens and cost.
+    pub usage: Usage,
+    /// Why it did not pass, or where its best-of-N round put it.
+    pub detail: Option<String>,
+}
+
+/// Every attempt of `t`, oldest first, at wall time `now_ms`.
+fn attempt_rows(t: &crate::state::TaskState, now_ms: i64) -> Vec<AttemptRow> {
+    use crate::state::Judged;
+    t.attempts
+        .iter()
+        .map(|a| {
+            let state = match (&a.judged, a.outcome) {
+                _ if a.landed.is_some() => "landed",
+                (_, None) => "running",
+                (Some(Judged::Archived(_)), _) => "archived",
+                (Some(Judged::Chosen), _) => "chosen",
+                (None, Some(o)) => o.as_str(),
+            };
+            let start = a.started.map_or(a.created_ms, |s| s.time_ms);
+            let detail = match &a.judged {
+                Some(Judged::Archived(why)) => Some(why.clone()),
+                _ => a.effective_failure().map(|f| f.reason.clone()),
+            };
+            AttemptRow {
+                attempt: a.n,
+                agent: a.agent.clone(),
+                state: state.to_owned(),
+                elapsed_ms: a
+                    .started
+                    .is_some()
+                    .then(|| (a.finished_ms.unwrap_or(now_ms) - start).max(0)),
+                usage: usage(std::iter::once(a)),
+                detail,
+            }
+        })
+        .collect()
 }
 
 /// One candidate of a best-of-N round, as shown.
@@ -457,6 +508,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             failure,
             writer: last.map(|a| a.writer.to_string()),
             candidates: t.map(candidate_rows).unwrap_or_default(),
+            attempt_rows: t.map(|t| attempt_rows(t, now_ms)).unwrap_or_default(),
         });
     }
     out

@@ -347,3 +347,93 @@ fn ctrl_c_during_a_round_costs_no_retry_and_the_rerun_lands_a_winner() {
         "three"
     );
 }
+
+/// Two candidates with the same change: the cheaper is chosen, and the
+/// judgement says it was the cost that decided (with sub-cent costs shown
+/// to their digits); `status --attempts` shows each attempt's tokens and
+/// cost; a tie on cost too is decided by order, and says so.
+#[test]
+fn a_tie_on_lines_is_decided_by_cost_then_order_and_says_so() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
+    p.script("a.1", "write src/a/done one\ncost 0.0042\n");
+    p.script("a.2", "write src/a/done two\ncost 0.0021\n");
+    let out = sb.orch(
+        &p.repo,
+        &[
+            "run",
+            "proj",
+            "--agent",
+            "fake",
+            "--best-of",
+            "2",
+            "--cap",
+            "2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    let j = judged(&evs);
+    assert_eq!(j[0]["winner"], 2, "{}", j[0]);
+    let ranking = j[0]["ranking"].as_array().expect("ranking");
+    assert_eq!(ranking[0]["decided_by"], "cost", "{}", j[0]);
+    let chosen = ranking[0]["why"].as_str().unwrap_or_default();
+    assert!(
+        chosen.contains(
+            "a tie on changed lines (1) with attempt 1 decided by cost: $0.0021 against $0.0042"
+        ),
+        "{chosen}"
+    );
+    assert_eq!(ranking[1]["decided_by"], "cost");
+    // The text views: the archived one says why, every attempt its cost.
+    let text = sb.orch_ok(&p.repo, &["status"]);
+    assert!(text.contains("a tie decided by cost"), "{text}");
+    assert!(text.contains("cost $0.0063, 20 in, 10 out"), "{text}");
+    let attempts = sb.orch_ok(&p.repo, &["status", "--attempts"]);
+    let row = |n: &str| {
+        attempts
+            .lines()
+            .find(|l| l.contains(&format!("#{n}")) && !l.starts_with('a'))
+            .unwrap_or_else(|| panic!("no row for attempt {n}:\n{attempts}"))
+            .to_owned()
+    };
+    let (one, two) = (row("1"), row("2"));
+    assert!(
+        one.contains("archived") && one.contains("$0.0042") && one.contains("10/5"),
+        "{one}"
+    );
+    assert!(two.contains("landed") && two.contains("$0.0021"), "{two}");
+
+    // The same cost: the earlier attempt wins, by order.
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
+    p.script("a.1", "write src/a/done one\ncost 0.5\n");
+    p.script("a.2", "write src/a/done two\ncost 0.5\n");
+    let out = sb.orch(
+        &p.repo,
+        &[
+            "run",
+            "proj",
+            "--agent",
+            "fake",
+            "--best-of",
+            "2",
+            "--cap",
+            "2",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let evs = events(&sb, &p.repo);
+    let j = judged(&evs);
+    assert_eq!(j[0]["winner"], 1, "{}", j[0]);
+    let ranking = j[0]["ranking"].as_array().expect("ranking");
+    assert_eq!(ranking[0]["decided_by"], "order", "{}", j[0]);
+    assert!(
+        ranking[1]["why"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with("a tie decided by order: attempt 1 came first"),
+        "{}",
+        j[0]
+    );
+}

@@ -145,6 +145,30 @@ fn world_of(
     extra: &str,
     ids: &[&str],
 ) -> Option<World> {
+    let recipe = doc_block(cli.name, "recipe");
+    world_with(
+        cli,
+        test,
+        scenario,
+        url,
+        &format!("{recipe}{extra}"),
+        ids,
+        true,
+    )
+}
+
+/// [`world_of`] with `config` as the whole `.orch/config` (its gateway
+/// address replaced by the mock's), and the API key in the environment
+/// only when `key`.
+fn world_with(
+    cli: Cli,
+    test: &str,
+    scenario: Option<Scenario>,
+    url: Option<String>,
+    config: &str,
+    ids: &[&str],
+    key: bool,
+) -> Option<World> {
     let bin = locate(cli, test)?;
     let server = scenario.map(|s| MockServer::start(cli.api, s));
     let url = url.unwrap_or_else(|| server.as_ref().expect("a server or a URL").url());
@@ -159,7 +183,9 @@ fn world_of(
             common::repo_root().join("fixtures/agents").display()
         ),
     );
-    sb.set_env(cli.key, "sk-test-key");
+    if key {
+        sb.set_env(cli.key, "sk-test-key");
+    }
     // The recipe's own sandbox setting (auto), not the harness's `none`.
     sb.set_env("GIT_ORCH_SANDBOX", "");
     // The fallback fake reads its script from the environment, which the
@@ -168,8 +194,7 @@ fn world_of(
         "FAKE_AGENT_SCRIPT",
         "run sh -c 'mkdir -p src/$ORCH_TASK && echo from-the-fallback > src/$ORCH_TASK/hello.txt'\n",
     );
-    let recipe = doc_block(cli.name, "recipe").replace(GATEWAY, &url);
-    let config = format!("{recipe}{extra}");
+    let config = config.replace(GATEWAY, &url);
     let verify: Vec<String> = ids
         .iter()
         .map(|t| format!("test -f src/{t}/hello.txt"))
@@ -442,7 +467,12 @@ fn falls_back(cli: Cli, test: &str, scenario: Option<Scenario>, url: Option<Stri
         agent_log(&w)
     );
     let ms = agent["duration_ms"].as_u64().expect("duration");
-    assert!(ms < 60_000, "{}: took {ms} ms to give up", cli.name);
+    let handover = handover_ms(&w);
+    assert!(
+        handover < HANDOVER_MS,
+        "{}: the fallback started {handover} ms after the agent",
+        cli.name
+    );
     assert_eq!(finished["failure"]["class"], "unavailable", "{finished}");
     let reason = finished["failure"]["reason"].as_str().unwrap_or_default();
     assert!(
@@ -453,9 +483,34 @@ fn falls_back(cli: Cli, test: &str, scenario: Option<Scenario>, url: Option<Stri
     assert_eq!(s["tasks"][0]["status"], "done", "{s}");
     assert_eq!(s["tasks"][0]["agent"], "fake", "{s}");
     eprintln!(
-        "e2e {} {expect}: gave up after {ms} ms ({why}); run took {took:?}",
+        "e2e {} {expect}: gave up after {ms} ms, fallback started after {handover} ms ({why}); run took {took:?}",
         cli.name
     );
+}
+
+/// How soon the fallback agent must start after the unavailable one did.
+const HANDOVER_MS: i64 = 30_000;
+
+/// Milliseconds from the first attempt's start to the second's: how long
+/// the fallback agent waited.
+fn handover_ms(w: &World) -> i64 {
+    let started: Vec<(u64, i64)> = of_type(w, "attempt_started")
+        .iter()
+        .map(|e| {
+            (
+                e["attempt"].as_u64().unwrap_or(0),
+                e["time_ms"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let at = |n| {
+        started
+            .iter()
+            .find(|(a, _)| *a == n)
+            .map(|(_, t)| *t)
+            .unwrap_or_else(|| panic!("attempt {n} started: {started:?}"))
+    };
+    at(2) - at(1)
 }
 
 macro_rules! unavailable_tests {
@@ -478,6 +533,9 @@ unavailable_tests! {
     gemini_429_falls_back_within_seconds: GEMINI, Some(Scenario::Status(429)), None, "rate limited";
     aider_429_falls_back_within_seconds: AIDER, Some(Scenario::Status(429)), None, "rate limited";
     claude_529_falls_back_within_seconds: CLAUDE, Some(Scenario::Status(529)), None, "overloaded";
+    codex_529_falls_back_within_seconds: CODEX, Some(Scenario::Status(529)), None, "overloaded";
+    gemini_529_falls_back_within_seconds: GEMINI, Some(Scenario::Status(529)), None, "overloaded";
+    aider_529_falls_back_within_seconds: AIDER, Some(Scenario::Status(529)), None, "overloaded";
     codex_503_falls_back_within_seconds: CODEX, Some(Scenario::Status(503)), None, "overloaded";
     gemini_503_falls_back_within_seconds: GEMINI, Some(Scenario::Status(503)), None, "overloaded";
     aider_503_falls_back_within_seconds: AIDER, Some(Scenario::Status(503)), None, "overloaded";
@@ -514,9 +572,20 @@ fn times_out(cli: Cli, test: &str) {
     assert_eq!(finished["failure"]["class"], "timeout", "{finished}");
     let reason = finished["failure"]["reason"].as_str().unwrap_or_default();
     assert!(
-        reason.contains(&format!("agent {} ran past its timeout of 20s", cli.name)),
+        reason.starts_with(&format!("agent {} ran past its timeout of 20s", cli.name)),
         "{reason}"
     );
+    // What each CLI prints on every run is not why it timed out.
+    for banner in [
+        "Reading additional input from stdin",
+        "Ripgrep is not available",
+        "Input is not a terminal",
+        "YOLO mode",
+        "256-color",
+        "model_prices_and_context_window",
+    ] {
+        assert!(!reason.contains(banner), "{reason}");
+    }
     let usage = &agent["usage"];
     assert_eq!(
         usage["input_tokens"],
@@ -531,7 +600,10 @@ fn times_out(cli: Cli, test: &str) {
         agent_log(&w)
     );
     assert!(took < Duration::from_secs(90), "{took:?}");
-    eprintln!("e2e {} hang: timed out, run took {took:?}", cli.name);
+    eprintln!(
+        "e2e {} hang: timed out ({reason}), run took {took:?}",
+        cli.name
+    );
 }
 
 #[test]
@@ -654,64 +726,63 @@ fn aider_writing_outside_its_globs_fails_the_scope_gate() {
     );
 }
 
-/// A stream that breaks off with garbage: every CLI reports a lost
-/// connection (Claude: "Connection to the API was lost (ECONNRESET)",
-/// Codex: "stream disconnected before completion", Gemini: a JSON syntax
-/// error talking to the API, Aider: LiteLLM's "Connection error"), so the
-/// agent counts as unreachable and the fallback lands the task.
-fn malformed(cli: Cli, test: &str) -> Option<(serde_json::Value, serde_json::Value, World)> {
-    let w = world(cli, test, Some(Scenario::Malformed), None, FALLBACK)?;
+/// A stream that breaks off with garbage (the connection cut), one that
+/// is whole but garbled (an event that is not JSON), one that ends before
+/// the message does: every CLI reports it in its own words (Claude: "API
+/// Error: Connection to the API was lost (ECONNRESET)" or "API returned an
+/// empty or malformed response"; Codex: "stream disconnected before
+/// completion"; Gemini: a JSON syntax error talking to the API, or "Model
+/// stream ended without a finish reason"; Aider: LiteLLM's "Connection
+/// error", "Expecting value", "Empty or invalid response"), so the agent
+/// counts as unreachable within seconds, whatever its exit code, and the
+/// fallback lands the task.
+fn malformed(cli: Cli, test: &str, scenario: Scenario) {
+    let Some(w) = world(cli, test, Some(scenario), None, FALLBACK) else {
+        return;
+    };
     let (code, err, took) = run(&w, &[]);
     assert_eq!(code, Some(0), "{}: {err}\n{}", cli.name, agent_log(&w));
     let (agent, finished) = first_attempt(&w);
     assert_eq!(finished["failure"]["class"], "unavailable", "{finished}");
     let reason = finished["failure"]["reason"].as_str().unwrap_or_default();
     assert!(reason.contains("could not be reached"), "{reason}");
+    // The CLI's words, with no path into the sandbox's private /tmp.
+    assert!(!reason.contains("/tmp/gemini-client-error"), "{reason}");
     assert_eq!(
         landed(&w.p.repo).map(|s| s.trim().to_owned()),
         Some("from-the-fallback".into())
     );
+    let handover = handover_ms(&w);
+    assert!(handover < HANDOVER_MS, "{}: {handover} ms", cli.name);
     eprintln!(
-        "e2e {} malformed: {} / {} after {} ms; run took {took:?}",
+        "e2e {} {test}: {} / {} after {} ms, fallback after {handover} ms; run took {took:?}",
         cli.name, finished["failure"]["class"], finished["failure"]["reason"], agent["duration_ms"]
     );
-    Some((agent, finished, w))
 }
 
-#[test]
-#[cfg_attr(
-    not(e2e_agent_clis),
-    ignore = "needs the real agent CLIs: .ci/run installs them"
-)]
-fn claude_malformed_stream() {
-    malformed(CLAUDE, "claude_malformed_stream");
+macro_rules! malformed_tests {
+    ($($name:ident: $cli:expr, $scenario:expr;)*) => {$(
+        #[test]
+        #[cfg_attr(not(e2e_agent_clis), ignore = "needs the real agent CLIs: .ci/run installs them")]
+        fn $name() {
+            malformed($cli, stringify!($name), $scenario);
+        }
+    )*};
 }
 
-#[test]
-#[cfg_attr(
-    not(e2e_agent_clis),
-    ignore = "needs the real agent CLIs: .ci/run installs them"
-)]
-fn codex_malformed_stream() {
-    malformed(CODEX, "codex_malformed_stream");
-}
-
-#[test]
-#[cfg_attr(
-    not(e2e_agent_clis),
-    ignore = "needs the real agent CLIs: .ci/run installs them"
-)]
-fn gemini_malformed_stream() {
-    malformed(GEMINI, "gemini_malformed_stream");
-}
-
-#[test]
-#[cfg_attr(
-    not(e2e_agent_clis),
-    ignore = "needs the real agent CLIs: .ci/run installs them"
-)]
-fn aider_malformed_stream() {
-    malformed(AIDER, "aider_malformed_stream");
+malformed_tests! {
+    claude_malformed_stream: CLAUDE, Scenario::Malformed;
+    codex_malformed_stream: CODEX, Scenario::Malformed;
+    gemini_malformed_stream: GEMINI, Scenario::Malformed;
+    aider_malformed_stream: AIDER, Scenario::Malformed;
+    claude_garbled_stream: CLAUDE, Scenario::Garbled;
+    codex_garbled_stream: CODEX, Scenario::Garbled;
+    gemini_garbled_stream: GEMINI, Scenario::Garbled;
+    aider_garbled_stream: AIDER, Scenario::Garbled;
+    claude_truncated_stream: CLAUDE, Scenario::Truncated;
+    codex_truncated_stream: CODEX, Scenario::Truncated;
+    gemini_truncated_stream: GEMINI, Scenario::Truncated;
+    aider_truncated_stream: AIDER, Scenario::Truncated;
 }
 
 /// A refused key makes the agent unavailable for the rest of the run: the
@@ -753,5 +824,451 @@ fn a_refused_key_is_not_tried_again_in_the_run() {
             .iter()
             .all(|t| t["status"] == "done"),
         "{s}"
+    );
+}
+
+/// A plan a lead agent writes: three independent subtasks.
+fn lead_plan() -> String {
+    let subtasks: Vec<serde_json::Value> = ["x", "y", "z"]
+        .iter()
+        .map(|id| {
+            serde_json::json!({
+                "id": format!("part-{id}"), "title": format!("Part {id}"),
+                "owned_globs": [format!("src/{id}/**")],
+                "deliverable": format!("src/{id}/done.txt exists"),
+                "verification": format!("test -f src/{id}/done.txt"),
+            })
+        })
+        .collect();
+    serde_json::json!({"version": 1, "id": "split-the-work", "instruction": "Split the work", "subtasks": subtasks}).to_string()
+}
+
+/// The first lead session's first prompt.
+fn logs_prompt(repo: &Path) -> String {
+    std::fs::read_dir(repo.join(".git/orch/lead"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| std::fs::read_to_string(d.path().join("round-1/prompt.md")).unwrap_or_default())
+        .collect()
+}
+
+/// `plan new --agent`: the lead agent writes its plan file where it may
+/// write, with or without the sandbox, and the plan passes `plan check`.
+fn lead_writes_a_plan(cli: Cli, test: &str, sandbox: &str) {
+    let Some(mut w) = world(
+        cli,
+        test,
+        Some(Scenario::WritePlan {
+            content: lead_plan(),
+        }),
+        None,
+        "",
+    ) else {
+        return;
+    };
+    w.sb.set_env("GIT_ORCH_SANDBOX", sandbox);
+    // As in codex_lands_without_the_sandbox_in_its_own_workspace_write_sandbox:
+    // Codex's own sandbox needs its home outside /tmp.
+    let codex_home = tempfile::Builder::new()
+        .prefix("codex-home-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("codex home");
+    if cli.api == Api::OpenAiResponses && sandbox == "none" {
+        w.sb.set_env("CODEX_HOME", &codex_home.path().to_string_lossy());
+    }
+    let out = w.sb.orch(
+        &w.p.repo,
+        &[
+            "plan",
+            "new",
+            "Split the work",
+            "--agent",
+            cli.name,
+            "--rounds",
+            "1",
+        ],
+    );
+    let (stdout, err) = (common::stdout(&out), stderr(&out));
+    let logs = std::fs::read_dir(w.p.repo.join(".git/orch/lead"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|d| {
+            let r = d.path().join("round-1");
+            format!(
+                "{}\n{}",
+                std::fs::read_to_string(r.join("agent.out")).unwrap_or_default(),
+                std::fs::read_to_string(r.join("agent.err")).unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{err}\n{logs}");
+    let draft = stdout
+        .lines()
+        .find_map(|l| l.split("(draft, not stored yet): ").nth(1))
+        .unwrap_or_else(|| panic!("no draft in {stdout}"))
+        .to_owned();
+    // The file it was told to write is named for the plan's id.
+    assert!(
+        logs_prompt(&w.p.repo).contains("/split-the-work.json (its path"),
+        "the brief names another plan file"
+    );
+    let check = w.sb.orch(&w.p.repo, &["plan", "check", &draft]);
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    // Nothing of the user's changed.
+    assert_eq!(w.sb.git(&w.p.repo, &["status", "--porcelain"]), "");
+}
+
+macro_rules! lead_tests {
+    ($($name:ident: $cli:expr, $sandbox:expr;)*) => {$(
+        #[test]
+        #[cfg_attr(not(e2e_agent_clis), ignore = "needs the real agent CLIs: .ci/run installs them")]
+        fn $name() {
+            lead_writes_a_plan($cli, stringify!($name), $sandbox);
+        }
+    )*};
+}
+
+lead_tests! {
+    claude_lead_writes_a_plan_without_the_sandbox: CLAUDE, "none";
+    codex_lead_writes_a_plan_without_the_sandbox: CODEX, "none";
+    gemini_lead_writes_a_plan_without_the_sandbox: GEMINI, "none";
+    aider_lead_writes_a_plan_without_the_sandbox: AIDER, "none";
+    claude_lead_writes_a_plan_in_the_sandbox: CLAUDE, "";
+    codex_lead_writes_a_plan_in_the_sandbox: CODEX, "";
+    gemini_lead_writes_a_plan_in_the_sandbox: GEMINI, "";
+    aider_lead_writes_a_plan_in_the_sandbox: AIDER, "";
+}
+
+/// A lead agent whose key is refused: `plan new` ends at once, says so
+/// once, and does not suggest trying again later (no wait fixes a key).
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn a_refused_lead_agent_is_reported_once_without_try_again_later() {
+    let Some(w) = world(
+        CLAUDE,
+        "a_refused_lead_agent_is_reported_once_without_try_again_later",
+        Some(Scenario::Status(401)),
+        None,
+        "",
+    ) else {
+        return;
+    };
+    let start = Instant::now();
+    let out = w.sb.orch(
+        &w.p.repo,
+        &["plan", "new", "Split the work", "--agent", "claude"],
+    );
+    let took = start.elapsed();
+    let all = format!("{}{}", common::stdout(&out), stderr(&out));
+    eprintln!("e2e claude lead 401: ended in {took:?}\n{all}");
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    // Claude's words for the refusal, once (not again in the error line).
+    assert_eq!(all.matches("API error 401").count(), 1, "{all}");
+    assert!(!all.contains("try again later"), "{all}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+}
+
+/// Claude Code configured only in the user's `~/.claude/settings.json`
+/// (the key and the gateway in its `env`, or a key from its
+/// `apiKeyHelper`), as Claude reads it itself: the preflight lets it run,
+/// the sandbox gives it a copy of the file, and the work lands.
+fn claude_settings_only(test: &str, settings: serde_json::Value) {
+    let server = MockServer::start(
+        Api::Anthropic,
+        Scenario::WriteFile {
+            path: OWNED.into(),
+            content: "hello from claude".into(),
+        },
+    );
+    let settings = settings.to_string().replace(GATEWAY, &server.url());
+    // The recipe without its environment: nothing but the settings file
+    // tells Claude where and who it is.
+    let config = "[orch]\n    agent = claude\n    retries = 0\n[agent \"claude\"]\n    kind = claude\n    model = claude-sonnet-4-5\n    apiRetries = 1\n    timeout = 300\n";
+    let Some(mut w) = world_with(
+        CLAUDE,
+        test,
+        None,
+        Some(server.url()),
+        config,
+        &["a"],
+        false,
+    ) else {
+        return;
+    };
+    w.server = Some(server);
+    let dir = w.sb.path().join("home/.claude");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("settings.json"), settings).expect("settings");
+    let (code, err, took) = run(&w, &[]);
+    assert_eq!(code, Some(0), "{err}\n{}", agent_log(&w));
+    assert!(!err.contains("cannot work here"), "{err}");
+    assert_eq!(
+        landed(&w.p.repo).map(|s| s.trim().to_owned()),
+        Some("hello from claude".to_owned()),
+        "{err}"
+    );
+    let agents = w.sb.orch(&w.p.repo, &["agents", "claude"]);
+    assert_eq!(agents.status.code(), Some(0), "{}", common::stdout(&agents));
+    eprintln!("e2e claude with settings.json only: landed in {took:?}");
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn claude_configured_only_in_its_settings_env_lands() {
+    claude_settings_only(
+        "claude_configured_only_in_its_settings_env_lands",
+        serde_json::json!({"env": {
+            "ANTHROPIC_API_KEY": "sk-test-key",
+            "ANTHROPIC_BASE_URL": GATEWAY,
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }}),
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn claude_configured_only_with_an_api_key_helper_lands() {
+    claude_settings_only(
+        "claude_configured_only_with_an_api_key_helper_lands",
+        serde_json::json!({
+            "apiKeyHelper": "echo sk-test-key",
+            "env": {
+                "ANTHROPIC_BASE_URL": GATEWAY,
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            },
+        }),
+    );
+}
+
+/// The blocks `git orch agents` printed to paste, verbatim, by file:
+/// the lines under `paste into FILE:`, indented as shown.
+fn printed_pastes(stdout: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in stdout.lines() {
+        if let Some(file) = line
+            .trim()
+            .strip_prefix("paste into ")
+            .and_then(|r| r.strip_suffix(':'))
+        {
+            out.extend(current.take());
+            current = Some((file.to_owned(), String::new()));
+        } else if let Some((_, text)) = current.as_mut()
+            && line.starts_with("        ")
+        {
+            text.push_str(line);
+            text.push('\n');
+        } else {
+            out.extend(current.take());
+        }
+    }
+    out.extend(current);
+    out
+}
+
+/// A fix `git orch agents` prints is pasted as printed (into
+/// `.orch/config`, committed, or into the file it names), after which the
+/// agent is ready and lands the work.
+fn pasted_fix_works(cli: Cli, test: &str, config: &str, env: &[(&str, &str)], sandbox: &str) {
+    let server = MockServer::start(
+        cli.api,
+        Scenario::WriteFile {
+            path: OWNED.into(),
+            content: format!("hello from {}", cli.name),
+        },
+    );
+    let Some(mut w) = world_with(cli, test, None, Some(server.url()), config, &["a"], true) else {
+        return;
+    };
+    w.server = Some(server);
+    let url = w.server.as_ref().expect("server").url();
+    for (k, v) in env {
+        w.sb.set_env(k, &v.replace(GATEWAY, &url));
+    }
+    w.sb.set_env("GIT_ORCH_SANDBOX", sandbox);
+    let _ = std::fs::remove_file(w.sb.path().join("home/.gemini/settings.json"));
+    let before = w.sb.orch(&w.p.repo, &["agents", cli.name]);
+    let shown = common::stdout(&before);
+    assert_eq!(before.status.code(), Some(3), "{shown}");
+    let pastes = printed_pastes(&shown);
+    assert_eq!(pastes.len(), 1, "one fix to paste: {shown}");
+    for (file, text) in &pastes {
+        match file.as_str() {
+            ".orch/config" => {
+                let path = w.p.repo.join(".orch/config");
+                let mut config = std::fs::read_to_string(&path).expect("config");
+                config.push_str(text);
+                std::fs::write(&path, config).expect("paste");
+                w.sb.git(&w.p.repo, &["commit", "-q", "-am", "paste the fix"]);
+            }
+            home if home.starts_with("~/") => {
+                let path = w.sb.path().join("home").join(&home[2..]);
+                std::fs::create_dir_all(path.parent().expect("folder")).expect("mkdir");
+                std::fs::write(&path, text).expect("paste");
+            }
+            other => panic!("a fix for {other}: {shown}"),
+        }
+    }
+    let after = w.sb.orch(&w.p.repo, &["agents", cli.name]);
+    assert_eq!(
+        after.status.code(),
+        Some(0),
+        "still not ready after pasting {pastes:?}:\n{}",
+        common::stdout(&after)
+    );
+    let (code, err, took) = run(&w, &[]);
+    assert_eq!(code, Some(0), "{err}\n{}", agent_log(&w));
+    assert_eq!(
+        landed(&w.p.repo).map(|s| s.trim().to_owned()),
+        Some(format!("hello from {}", cli.name)),
+        "{err}"
+    );
+    eprintln!("e2e {} pasted {pastes:?}: landed in {took:?}", cli.name);
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn codex_gateway_fix_pasted_as_printed_works() {
+    pasted_fix_works(
+        CODEX,
+        "codex_gateway_fix_pasted_as_printed_works",
+        "[orch]\n    agent = codex\n    retries = 0\n[agent \"codex\"]\n    kind = codex\n    model = gpt-5-codex\n    apiRetries = 1\n    timeout = 300\n",
+        &[("OPENAI_BASE_URL", "http://127.0.0.1:4000/v1")],
+        "",
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn gemini_auth_type_fix_pasted_as_printed_works() {
+    pasted_fix_works(
+        GEMINI,
+        "gemini_auth_type_fix_pasted_as_printed_works",
+        &format!("{}[orch]\n    retries = 0\n", doc_block("gemini", "recipe")),
+        &[],
+        "",
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn claude_root_fix_pasted_as_printed_works() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!(
+            "claude_root_fix_pasted_as_printed_works: skipped, the fix is for root and this test runs as another user"
+        );
+        return;
+    }
+    pasted_fix_works(
+        CLAUDE,
+        "claude_root_fix_pasted_as_printed_works",
+        &format!(
+            "{}    bypassPermissions = true\n[orch]\n    retries = 0\n",
+            doc_block("claude", "recipe")
+        ),
+        &[],
+        "none",
+    );
+}
+
+/// Outside the sandbox Claude runs in `acceptEdits` mode, where a shell
+/// command needs an allow rule: the subtask's verification is allowed
+/// whatever it holds (`$(…)`, quotes, pipes), so the agent can check its
+/// work; another command is still refused.
+fn claude_runs_its_verification(test: &str, verification: &str, command: &str, allowed: bool) {
+    let server = MockServer::start(
+        Api::Anthropic,
+        Scenario::RunCommand {
+            command: command.to_owned(),
+        },
+    );
+    let Some(mut w) = world_with(
+        CLAUDE,
+        test,
+        None,
+        Some(server.url()),
+        &format!("{}[orch]\n    retries = 0\n", doc_block("claude", "recipe")),
+        &["a"],
+        true,
+    ) else {
+        return;
+    };
+    w.server = Some(server);
+    w.sb.set_env("GIT_ORCH_SANDBOX", "none");
+    // The plan's verification, as written in the plan.
+    let plan = serde_json::json!({"version": 1, "id": "check-it", "instruction": "Check", "subtasks": [
+        {"id": "a", "title": "A", "owned_globs": ["src/a/**"], "deliverable": "a", "verification": verification},
+    ]});
+    let file = w.sb.path().join("verify.json");
+    std::fs::write(&file, plan.to_string()).expect("plan");
+    w.sb.orch_ok(&w.p.repo, &["plan", "add", &file.to_string_lossy()]);
+    w.sb.orch_ok(&w.p.repo, &["approve", "check-it"]);
+    let out = w.sb.orch(&w.p.repo, &["run", "check-it"]);
+    let results = w.server.as_ref().expect("server").tool_results();
+    let log = agent_log(&w);
+    assert!(!log.contains("Ignoring"), "{log}");
+    let result = results
+        .first()
+        .unwrap_or_else(|| panic!("no tool result: {}\n{log}", stderr(&out)));
+    if allowed {
+        assert!(result.contains("verified ok"), "{result}\n{log}");
+    } else {
+        assert!(!result.contains("verified ok"), "{result}");
+        assert!(result.starts_with("error:"), "{result}");
+    }
+    eprintln!("e2e claude ran {command:?}: {result:?}");
+}
+
+/// A verification no read-only rule of Claude's allows by itself: it
+/// runs a program, with `$(…)` and quotes inside.
+const VERIFY_WITH_SUBSTITUTION: &str = "python3 -c \"print('verified', '$(printf ok)')\"";
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn claude_may_run_a_verification_with_command_substitution() {
+    claude_runs_its_verification(
+        "claude_may_run_a_verification_with_command_substitution",
+        VERIFY_WITH_SUBSTITUTION,
+        VERIFY_WITH_SUBSTITUTION,
+        true,
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(e2e_agent_clis),
+    ignore = "needs the real agent CLIs: .ci/run installs them"
+)]
+fn claude_may_not_run_another_command() {
+    claude_runs_its_verification(
+        "claude_may_not_run_another_command",
+        VERIFY_WITH_SUBSTITUTION,
+        "python3 -c \"print('verified', 'ok')\"",
+        false,
     );
 }

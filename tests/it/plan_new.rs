@@ -285,6 +285,8 @@ fn the_prompt_is_the_brief_and_names_the_plan_file() {
     let cwd = std::fs::read_to_string(seen.join("cwd")).expect("cwd");
     assert!(prompt.contains("Instruction: Build the thing"), "{prompt}");
     assert!(prompt.contains(&plan_file), "the brief names {plan_file}");
+    // Named for the id the brief proposes, as drafts and stored plans are.
+    assert!(plan_file.ends_with("/build-the-thing.json"), "{plan_file}");
     assert!(prompt.contains("## The plan format"), "{prompt}");
     assert!(prompt.contains("  - Cargo.lock (lockfile)"), "{prompt}");
     // The agent ran in a checkout of its own beside the repository (not

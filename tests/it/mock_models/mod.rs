@@ -54,8 +54,21 @@ pub enum Scenario {
     Status(u16),
     /// The stream breaks off with garbage in the middle of a turn.
     Malformed,
+    /// A complete response (the connection stays sound) whose stream
+    /// carries an event that is not JSON, as a faulty gateway sends.
+    Garbled,
+    /// A complete response whose stream ends before the message does (no
+    /// `message_stop`, no completion event), as a gateway that cuts an
+    /// upstream stream short sends.
+    Truncated,
     /// Turn 1 writes the file; every later request gets no answer.
     HangAfterTool { path: String, content: String },
+    /// Turn 1 runs `command` with the CLI's shell tool (Claude's `Bash`);
+    /// turn 2 ends. The tool's result is kept ([`MockServer::tool_results`]).
+    RunCommand { command: String },
+    /// A lead agent: turn 1 writes `content` to the plan file its brief
+    /// names ("Write the plan as JSON to the file PATH"), turn 2 ends.
+    WritePlan { content: String },
 }
 
 /// One request the server received.
@@ -77,6 +90,8 @@ struct Shared {
     /// Whether the scripted tool call was sent (Aider's conversation
     /// carries example exchanges, so its history does not tell).
     tool_sent: AtomicBool,
+    /// The text of every tool result the CLI sent back.
+    tool_results: Mutex<Vec<String>>,
 }
 
 /// A running mock server; stops when dropped.
@@ -102,6 +117,7 @@ impl MockServer {
             open: AtomicUsize::new(0),
             ids: AtomicUsize::new(1),
             tool_sent: AtomicBool::new(false),
+            tool_results: Mutex::new(Vec::new()),
         });
         let s = shared.clone();
         let thread = std::thread::spawn(move || accept_loop(listener, s));
@@ -120,6 +136,15 @@ impl MockServer {
     /// Every request so far.
     pub fn seen(&self) -> Vec<Seen> {
         self.shared.seen.lock().expect("log lock").clone()
+    }
+
+    /// The text of every tool result the CLI sent back (Anthropic API).
+    pub fn tool_results(&self) -> Vec<String> {
+        self.shared
+            .tool_results
+            .lock()
+            .expect("results lock")
+            .clone()
     }
 
     /// How many scripted model turns were answered.
@@ -354,7 +379,20 @@ fn workdir(api: Api, body: &str) -> Option<String> {
     None
 }
 
+/// The plan file a lead agent's brief names.
+fn plan_file(body: &str) -> Option<String> {
+    let marker = "Write the plan as JSON to the file ";
+    let rest = &body[body.find(marker)? + marker.len()..];
+    let end = rest
+        .find(|c: char| c == '"' || c == '\\' || c.is_whitespace())
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
 fn absolute(api: Api, body: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        return path.to_owned();
+    }
     match workdir(api, body) {
         Some(w) => format!("{w}/{path}"),
         None => path.to_owned(),
@@ -435,9 +473,28 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
         return side_reply(api, req, &v, shared);
     }
     let model = model_of(api, req, &v);
+    if api == Api::Anthropic {
+        keep_tool_results(&v, shared);
+    }
     let second = after_tool(api, &v) || shared.tool_sent.swap(true, Ordering::SeqCst);
+    if let (Scenario::RunCommand { command }, false) = (&shared.scenario, second) {
+        return shell_turn(api, &model, command, shared);
+    }
+    if let (Scenario::WritePlan { content }, false) = (&shared.scenario, second) {
+        let path = plan_file(&body).unwrap_or_else(|| "plan.json".to_owned());
+        return tool_turn(
+            api,
+            &model,
+            &absolute(api, &body, &path),
+            &path,
+            content,
+            shared,
+        );
+    }
     match (&shared.scenario, second) {
         (Scenario::Malformed, _) => malformed(api),
+        (Scenario::Garbled, _) => garbled(api),
+        (Scenario::Truncated, _) => truncated(api, &model, shared),
         (Scenario::HangAfterTool { .. }, true) => Reply::Hang,
         (
             Scenario::WriteFile { path, content } | Scenario::HangAfterTool { path, content },
@@ -450,7 +507,9 @@ fn respond(req: &Request, shared: &Shared) -> Reply {
             content,
             shared,
         ),
-        (_, true) => final_turn(api, &model, shared),
+        (_, true) | (Scenario::WritePlan { .. } | Scenario::RunCommand { .. }, false) => {
+            final_turn(api, &model, shared)
+        }
         (Scenario::Status(_), false) => unreachable!("answered above"),
     }
 }
@@ -647,6 +706,56 @@ fn tool_turn(api: Api, model: &str, abs: &str, rel: &str, content: &str, shared:
     }
 }
 
+/// The tool results of the request's last user message, kept once each.
+fn keep_tool_results(v: &Value, shared: &Shared) {
+    let Some(last) = v["messages"].as_array().and_then(|m| m.last()) else {
+        return;
+    };
+    let Some(blocks) = last["content"].as_array() else {
+        return;
+    };
+    let mut kept = shared.tool_results.lock().expect("results lock");
+    for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+        let text = match &b["content"] {
+            Value::String(s) => s.clone(),
+            Value::Array(parts) => parts
+                .iter()
+                .filter_map(|p| p["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => other.to_string(),
+        };
+        let text = if b["is_error"] == true {
+            format!("error: {text}")
+        } else {
+            text
+        };
+        if !kept.contains(&text) {
+            kept.push(text);
+        }
+    }
+}
+
+/// A turn that runs `command` with the shell tool.
+fn shell_turn(api: Api, model: &str, command: &str, shared: &Shared) -> Reply {
+    let id = next_id(shared);
+    match api {
+        Api::Anthropic => {
+            let input =
+                json!({"command": command, "description": "Run the verification"}).to_string();
+            sse_reply(anthropic_message(
+                model,
+                id,
+                json!({"type":"tool_use","id":format!("toolu_mock{id}"),"name":"Bash","input":{}}),
+                vec![json!({"type":"input_json_delta","partial_json":input})],
+                "tool_use",
+                true,
+            ))
+        }
+        _ => unimplemented!("RunCommand is scripted for the Anthropic API"),
+    }
+}
+
 fn final_turn(api: Api, model: &str, shared: &Shared) -> Reply {
     let id = next_id(shared);
     let done = "Done: the file is written.";
@@ -720,6 +829,51 @@ fn malformed(api: Api) -> Reply {
     };
     Reply::Broken {
         content_type,
+        body: body.into_bytes(),
+    }
+}
+
+/// The start of the malformed stream, sent whole and closed cleanly.
+fn garbled(api: Api) -> Reply {
+    let Reply::Broken { content_type, body } = malformed(api) else {
+        unreachable!("malformed streams are broken replies")
+    };
+    Reply::Full {
+        status: 200,
+        content_type,
+        body,
+    }
+}
+
+/// A turn's stream without its last events.
+fn truncated(api: Api, model: &str, shared: &Shared) -> Reply {
+    let id = next_id(shared);
+    let body = match api {
+        Api::Anthropic => {
+            let mut events = anthropic_message(
+                model,
+                id,
+                json!({"type":"text","text":""}),
+                vec![json!({"type":"text_delta","text":"I will"})],
+                "end_turn",
+                true,
+            );
+            // Up to the first delta: no block stop, no message stop.
+            events.truncate(3);
+            sse(&events)
+        }
+        Api::OpenAiResponses => {
+            let item = json!({"type":"message","id":format!("msg_mock{id}"),"role":"assistant","status":"in_progress","content":[]});
+            let mut events = responses_events(model, id, item, true);
+            events.truncate(2);
+            sse(&events)
+        }
+        Api::Gemini => String::new(),
+        Api::OpenAiChat => String::new(),
+    };
+    Reply::Full {
+        status: 200,
+        content_type: "text/event-stream",
         body: body.into_bytes(),
     }
 }
