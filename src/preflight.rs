@@ -3,15 +3,20 @@
 //! against the environment and home files the agent will really get
 //! (allow-listed, sandboxed or not).
 //!
+//! Whether the program is there is asked inside the sandbox the agent
+//! will run in ([`starts`]): a program the sandbox hides is not "ready".
+//!
 //! `git orch agents` shows the whole report; the runner asks
 //! [`runnable`] before it starts an agent, so one that cannot work (no API
 //! key, Claude as root outside a sandbox) is skipped for the next agent of
 //! the fallback chain with the fix in the reason, instead of failing every
 //! attempt.
 
+pub mod starts;
+
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
 use crate::agent::preflight::{self, Finding, Probe, Severity};
 use crate::agent::{AgentKind, AgentSpec, PromptInput};
@@ -28,6 +33,8 @@ pub struct AgentReport {
     pub installed: bool,
     /// The first line of `<program> --version`, when asked for.
     pub version: Option<String>,
+    /// Whether its program is there where it runs (inside the sandbox).
+    pub presence: starts::Presence,
     pub findings: Vec<Finding>,
 }
 
@@ -39,17 +46,30 @@ impl AgentReport {
 
     /// The first blocking problem with its fix, in one line.
     pub fn blocker(&self) -> Option<String> {
+        self.blocking()
+            .map(|(problem, fix)| format!("{problem} (fix: {fix})"))
+    }
+
+    /// The first blocking problem and its fix.
+    pub fn blocking(&self) -> Option<(String, String)> {
         if !self.installed {
-            return Some(format!(
-                "{} not found on PATH ({})",
-                self.program.as_deref().unwrap_or("its program"),
-                self.kind.install_hint()
-            ));
+            let missing = match &self.presence {
+                starts::Presence::Missing { program } => program.clone(),
+                _ => self.program.clone().unwrap_or_else(|| "its program".into()),
+            };
+            let fix = match self.kind {
+                AgentKind::Command => format!(
+                    "install it, or fix `command` in [agent \"{}\"] of .orch/config",
+                    self.name
+                ),
+                kind => kind.install_hint().to_owned(),
+            };
+            return Some((format!("{missing} not found on PATH"), fix));
         }
         self.findings
             .iter()
             .find(|f| f.severity == Severity::Error)
-            .map(|f| format!("{} (fix: {})", f.problem, f.fix))
+            .map(|f| (f.problem.clone(), f.fix.clone()))
     }
 }
 
@@ -75,31 +95,37 @@ fn agent_env(spec: &AgentSpec, sandbox: &Sandbox) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Checks `spec` here; with `version`, also asks the program its version
-/// (slow for Node programs, so the runner does not).
-pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport {
+/// Checks `spec` here, for the repository whose git folder is `git_dir`
+/// (none: outside one); with `version`, also starts the program with
+/// `--version` where it will run (slow for Node programs, so the runner
+/// does not).
+pub fn check(
+    spec: &AgentSpec,
+    sandbox: &Sandbox,
+    git_dir: Option<&Path>,
+    version: bool,
+) -> AgentReport {
     let program = crate::agent::probe_program(spec);
-    let installed = program.as_deref().is_none_or(crate::process::on_path);
     let env = agent_env(spec, sandbox);
-    let version = match (&program, installed && version) {
-        (Some(p), true) => {
-            let pairs: Vec<(String, String)> =
-                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            crate::process::capture(
-                p,
-                &["--version".to_owned()],
-                &pairs,
-                Duration::from_secs(20),
-            )
-            .and_then(|(code, out)| {
-                let line = out.lines().map(str::trim).find(|l| !l.is_empty())?;
-                (code == Some(0)).then(|| line.to_owned())
-            })
-        }
-        _ => None,
-    };
+    let (presence, version) = starts::presence(
+        spec,
+        sandbox,
+        git_dir,
+        env.get("PATH").map(String::as_str),
+        version,
+    );
+    let installed = !matches!(presence, starts::Presence::Missing { .. });
     let reader = sandbox.home_reader(&crate::sandbox::agent_home_files(spec));
-    let findings = preflight::check(
+    let mut findings: Vec<Finding> = presence
+        .problem()
+        .map(|(problem, fix)| Finding {
+            severity: Severity::Error,
+            problem,
+            fix,
+        })
+        .into_iter()
+        .collect();
+    findings.extend(preflight::check(
         spec,
         &Probe {
             env: &env,
@@ -107,36 +133,38 @@ pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport 
             root: crate::process::is_root(),
             sandboxed: sandbox.confines(),
         },
-    );
+    ));
     AgentReport {
         name: spec.name.clone(),
         kind: spec.kind,
         program,
         installed,
         version,
+        presence,
         findings,
     }
 }
 
-/// Whether `spec` can work here; the reason with the fix if not. Checked
-/// once per agent configuration and process.
-pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
-    static SEEN: OnceLock<Mutex<BTreeMap<String, Result<(), String>>>> = OnceLock::new();
+/// Whether `spec` can work here, in the repository whose git folder is
+/// `git_dir`: its program there where it runs, and its preflight passed;
+/// the problem and its fix if not. Checked once per agent configuration,
+/// sandbox and process.
+pub fn runnable(
+    spec: &AgentSpec,
+    sandbox: &Sandbox,
+    git_dir: Option<&Path>,
+) -> Result<(), (String, String)> {
+    type Seen = BTreeMap<String, Result<(), (String, String)>>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
     let seen = SEEN.get_or_init(Default::default);
     // The whole spec: a worker runs plans whose sections of one name
     // differ.
-    let key = format!("{spec:?}\u{0}{}", sandbox.kind.as_str());
+    let key = format!("{spec:?}\u{0}{sandbox:?}\u{0}{git_dir:?}");
     if let Some(r) = seen.lock().expect("preflight cache lock").get(&key) {
         return r.clone();
     }
-    // Whether the program is installed is the caller's first question,
-    // with its own message; this is about what the installed one needs.
-    let report = check(spec, sandbox, false);
-    let result = report
-        .findings
-        .iter()
-        .find(|f| f.severity == Severity::Error)
-        .map_or(Ok(()), |f| Err(format!("{} (fix: {})", f.problem, f.fix)));
+    let report = check(spec, sandbox, git_dir, false);
+    let result = report.blocking().map_or(Ok(()), Err);
     seen.lock()
         .expect("preflight cache lock")
         .insert(key, result.clone());
@@ -145,8 +173,9 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
 
 /// What a run says once at its start: how agents are confined (a warning
 /// when `auto` found no sandbox), and each agent of `names` that cannot
-/// work here, with the fix (the run then falls back past it).
-pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
+/// work here, with the fix (the run then falls back past it). `git_dir`
+/// is the repository's.
+pub fn notices(settings: &Settings, names: &[String], git_dir: Option<&Path>) -> Vec<String> {
     let mut out = Vec::new();
     let sandbox = match crate::sandbox::resolve(&settings.sandbox) {
         Ok(s) => s,
@@ -166,7 +195,7 @@ pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
         let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
             continue;
         };
-        let report = check(&spec, &sandbox, false);
+        let report = check(&spec, &sandbox, git_dir, false);
         if let Some(why) = report.blocker() {
             out.push(format!("warning: agent {name} cannot work here: {why}"));
         }
@@ -196,8 +225,17 @@ pub struct SandboxReport {
 
 /// The agents worth showing: the four CLIs git-orch knows, then every
 /// `[agent "NAME"]` of the settings; or exactly `names`.
-pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<Survey, String> {
-    let (sandbox, report) = match crate::sandbox::resolve(&settings.sandbox) {
+pub fn survey(
+    settings: &Settings,
+    git_dir: Option<&Path>,
+    names: &[String],
+    versions: bool,
+) -> Result<Survey, String> {
+    let resolved = crate::sandbox::resolve(&settings.sandbox).and_then(|sb| {
+        sb.check_binds(git_dir)?;
+        Ok(sb)
+    });
+    let (sandbox, report) = match resolved {
         Ok(sb) => {
             let report = SandboxReport {
                 requested: sb.requested.to_owned(),
@@ -232,7 +270,7 @@ pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<S
     let mut agents = Vec::new();
     for name in wanted {
         let spec = AgentSpec::resolve(&name, &settings.agents).map_err(|e| e.to_string())?;
-        agents.push(check(&spec, &sandbox, versions));
+        agents.push(check(&spec, &sandbox, git_dir, versions));
     }
     Ok(Survey {
         sandbox: report,

@@ -445,3 +445,59 @@ if python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys
         "the agent reached the SSH agent socket"
     );
 }
+
+/// Issue 26: `git orch agents` looks for each program inside the sandbox a
+/// run would use, and says why one is not there and how to show it. A
+/// program in the runtime folder (hidden on purpose: it holds sockets)
+/// cannot work confined; the same one works unconfined, and a program
+/// under /tmp (shown by git-orch itself) is ready.
+#[test]
+fn agents_looks_for_each_program_in_the_sandbox_a_run_would_use() {
+    if !tools::bwrap_works("agents_looks_for_each_program_in_the_sandbox_a_run_would_use") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    let runtime = tempfile::Builder::new()
+        .prefix("xdg-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tmp");
+    let hidden = runtime.path().join("hidden-agent");
+    executable(&hidden, "#!/bin/sh\nexit 0\n");
+    let scratch = sb.path().join("scratch/temp-agent");
+    executable(&scratch, "#!/bin/sh\nexit 0\n");
+    let p = project(
+        &mut sb,
+        &[("a", &[], "true")],
+        Some(&format!(
+            "[agent \"hid\"]\n    kind = command\n    command = {} {{task}}\n[agent \"tmp\"]\n    kind = command\n    command = {}\n",
+            hidden.display(),
+            scratch.display()
+        )),
+    );
+    sb.set_env("XDG_RUNTIME_DIR", &runtime.path().to_string_lossy());
+    sb.set_env("GIT_ORCH_SANDBOX", "bwrap");
+    let out = sb.orch(&p.repo, &["agents", "hid"]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(text.contains("cannot work here"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "problem: its program {} is hidden by the sandbox: runtime folders (/run, $XDG_RUNTIME_DIR) are hidden",
+            hidden.display()
+        )),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(
+        &sb.orch(&p.repo, &["agents", "hid", "--json"]),
+    ))
+    .expect("json");
+    assert_eq!(json["agents"][0]["presence"]["state"], "hidden", "{json}");
+    // Under /tmp: git-orch shows it, so it is ready.
+    let out = sb.orch(&p.repo, &["agents", "tmp"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout(&out));
+    assert!(common::stdout(&out).contains("ready"));
+    // Unconfined, the runtime folder is no obstacle.
+    sb.set_env("GIT_ORCH_SANDBOX", "none");
+    let out = sb.orch(&p.repo, &["agents", "hid"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout(&out));
+}

@@ -252,7 +252,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     let mut agents = vec![ctx.run_settings.agent.clone()];
     agents.extend(ctx.run_settings.fallback.iter().cloned());
     agents.extend(ctx.plan().subtasks.iter().filter_map(|t| t.agent.clone()));
-    for line in crate::preflight::notices(&ctx.settings, &agents) {
+    for line in crate::preflight::notices(&ctx.settings, &agents, Some(&ctx.common_dir)) {
         output::status(&line);
     }
     crate::process::limit_malloc_arenas(2);

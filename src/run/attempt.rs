@@ -183,9 +183,11 @@ fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String>
                         missing.push(format!("{name} ({why} earlier in this run)"));
                         continue;
                     }
-                    match crate::preflight::runnable(&spec, &sandbox) {
+                    match crate::preflight::runnable(&spec, &sandbox, Some(&ctx.common_dir)) {
                         Ok(()) => return Ok(spec),
-                        Err(why) => missing.push(format!("{name}: {why}")),
+                        Err((problem, fix)) => {
+                            missing.push(format!("{name}: {problem} (fix: {fix})"))
+                        }
                     }
                 }
             },
