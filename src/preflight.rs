@@ -6,11 +6,12 @@
 //! Whether the program is there is asked inside the sandbox the agent
 //! will run in ([`starts`]): a program the sandbox hides is not "ready".
 //!
-//! `git orch agents` shows the whole report; the runner asks
-//! [`runnable`] before it starts an agent, so one that cannot work (no API
-//! key, Claude as root outside a sandbox) is skipped for the next agent of
-//! the fallback chain with the fix in the reason, instead of failing every
-//! attempt.
+//! `git orch agents` shows the whole report; a run asks [`before_run`]
+//! before it starts, and stops there when a task has no agent that can
+//! work; the runner asks [`runnable`] before it starts an agent, so one
+//! that cannot work (no API key, Claude as root outside a sandbox) is
+//! skipped for the next agent of the fallback chain with the fix in the
+//! reason, instead of failing every attempt.
 
 pub mod starts;
 
@@ -172,35 +173,109 @@ pub fn runnable(
 }
 
 /// What a run says once at its start: how agents are confined (a warning
-/// when `auto` found no sandbox), and each agent of `names` that cannot
-/// work here, with the fix (the run then falls back past it). `git_dir`
-/// is the repository's.
-pub fn notices(settings: &Settings, names: &[String], git_dir: Option<&Path>) -> Vec<String> {
-    let mut out = Vec::new();
-    let sandbox = match crate::sandbox::resolve(&settings.sandbox) {
-        Ok(s) => s,
-        Err(e) => return vec![e.to_string()],
-    };
-    // Said at every start, `none` included: whoever reads the run's
-    // output knows how its agents were confined.
-    match sandbox.warning() {
-        Some(w) => out.push(format!("warning: {w}")),
-        None => out.push(format!("sandbox: {}", sandbox.describe())),
+/// when `auto` found no sandbox).
+pub fn notices(settings: &Settings) -> Vec<String> {
+    match crate::sandbox::resolve(&settings.sandbox) {
+        // Said at every start, `none` included: whoever reads the run's
+        // output knows how its agents were confined.
+        Ok(sandbox) => vec![match sandbox.warning() {
+            Some(w) => format!("warning: {w}"),
+            None => format!("sandbox: {}", sandbox.describe()),
+        }],
+        Err(e) => vec![e.to_string()],
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for name in names {
-        if !seen.insert(name.clone()) {
-            continue;
+}
+
+/// An agent that cannot work here and leaves tasks with no agent that
+/// can: a run does not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub agent: String,
+    /// The tasks whose every agent cannot work; empty when that is every
+    /// task of the run.
+    pub tasks: Vec<String>,
+    pub problem: String,
+    pub fix: String,
+}
+
+/// What a run learns before it starts anything.
+#[derive(Debug, Clone, Default)]
+pub struct BeforeRun {
+    /// Agents that cannot work, each with a task that falls back past it:
+    /// warnings.
+    pub warnings: Vec<String>,
+    /// Agents that leave tasks with none that can work: the run stops.
+    pub blocked: Vec<Blocked>,
+}
+
+/// Checks the agents of a run before it starts: `chains` holds each task
+/// to run with its agents in fallback order. A task needs one of its
+/// agents to work here (known, its program there inside the sandbox, its
+/// preflight passed); an agent that cannot, where a later one can, is a
+/// warning. The sandbox's binds are checked first: they concern every
+/// agent.
+pub fn before_run(
+    settings: &Settings,
+    chains: &[(String, Vec<String>)],
+    git_dir: &Path,
+) -> Result<BeforeRun, crate::sandbox::SandboxError> {
+    let sandbox = crate::sandbox::resolve(&settings.sandbox)?;
+    sandbox.check_binds(Some(git_dir))?;
+    let mut verdicts: BTreeMap<&str, Result<(), (String, String)>> = BTreeMap::new();
+    let mut out = BeforeRun::default();
+    for (task, chain) in chains {
+        for name in chain {
+            verdicts.entry(name).or_insert_with(|| {
+                match AgentSpec::resolve(name, &settings.agents) {
+                    Ok(spec) => runnable(&spec, &sandbox, Some(git_dir)),
+                    Err(e) => {
+                        let text = e.to_string();
+                        Err(match text.split_once("\nhint: ") {
+                            Some((problem, fix)) => (problem.to_owned(), fix.to_owned()),
+                            None => (text, "fix the agent's name".to_owned()),
+                        })
+                    }
+                }
+            });
         }
-        let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
-            continue;
-        };
-        let report = check(&spec, &sandbox, git_dir, false);
-        if let Some(why) = report.blocker() {
-            out.push(format!("warning: agent {name} cannot work here: {why}"));
+        let works = chain.iter().find(|n| verdicts[n.as_str()].is_ok());
+        for name in chain {
+            let Err((problem, fix)) = &verdicts[name.as_str()] else {
+                break;
+            };
+            match works {
+                Some(next) => {
+                    let w = format!(
+                        "agent {name} cannot work here: {problem} (fix: {fix}); its tasks fall back to {next}"
+                    );
+                    if !out.warnings.contains(&w) {
+                        out.warnings.push(w);
+                    }
+                }
+                None => match out.blocked.iter_mut().find(|b| b.agent == *name) {
+                    Some(b) => {
+                        if !b.tasks.contains(task) {
+                            b.tasks.push(task.clone());
+                        }
+                    }
+                    None => out.blocked.push(Blocked {
+                        agent: name.clone(),
+                        tasks: vec![task.clone()],
+                        problem: problem.clone(),
+                        fix: fix.clone(),
+                    }),
+                },
+            }
         }
     }
-    out
+    // Every task blocked: the message need not list them.
+    let all: std::collections::BTreeSet<&String> = chains.iter().map(|(t, _)| t).collect();
+    for b in &mut out.blocked {
+        if b.tasks.iter().collect::<std::collections::BTreeSet<_>>() == all {
+            b.tasks.clear();
+        }
+    }
+    Ok(out)
 }
 
 /// Everything `git orch agents` shows.
