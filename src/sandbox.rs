@@ -1087,6 +1087,91 @@ mod tests {
         assert_eq!(install_root(Path::new("/home/u/script"), home), None);
     }
 
+    /// The bwrap arguments for `program` run with `bind` as `[sandbox]
+    /// bind`, in a world made under `root`.
+    fn bwrap_args(root: &Path, program: &Path, bind: Vec<PathBuf>) -> Vec<String> {
+        let sb = Sandbox {
+            kind: Kind::Bwrap,
+            requested: "bwrap",
+            fallback: None,
+            network: true,
+            pass_env: Vec::new(),
+            bind,
+            ro_bind: Vec::new(),
+        };
+        let worktree = root.join("proj.orch/run/t-1");
+        let git = root.join("proj/.git");
+        for d in [&worktree, &git.join("objects")] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let home = PrivateHome::make().expect("home");
+        let spec = GroupSpec {
+            program: program.to_string_lossy().into_owned(),
+            args: Vec::new(),
+            cwd: worktree.clone(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            env_clear: false,
+            stdin: None,
+            stdout: PathBuf::from("/o"),
+            stderr: PathBuf::from("/e"),
+            filter: None,
+            on_line: None,
+        };
+        let program = program.to_string_lossy().into_owned();
+        sb.wrap(
+            spec,
+            &Confine {
+                worktree: &worktree,
+                common_dir: &git,
+                readable: &[],
+                writable: &[],
+                home: home.path(),
+                home_files: &[],
+                pass_env: &[],
+                program: &program,
+                programs: &[],
+            },
+        )
+        .expect("wraps")
+        .args
+    }
+
+    #[test]
+    fn a_link_an_agent_could_write_shows_nothing_it_points_at() {
+        // The agent's program lives in a writable bind; an earlier attempt
+        // made it a link to a script beside a secret in a private temp
+        // folder.
+        let root = tempfile::Builder::new()
+            .prefix("orch-wrap-")
+            .tempdir_in("/tmp")
+            .expect("tmp");
+        let root = root.path().canonicalize().expect("canonical");
+        let secret = root.join("secret");
+        std::fs::create_dir_all(&secret).expect("mkdir");
+        std::fs::write(secret.join("key"), "k").expect("key");
+        let evil = secret.join("evil.sh");
+        std::fs::write(
+            &evil,
+            "#!/bin/sh
+cat key
+",
+        )
+        .expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let cache = root.join("cache");
+        std::fs::create_dir_all(&cache).expect("mkdir");
+        let agent = cache.join("agent");
+        std::os::unix::fs::symlink(&evil, &agent).expect("symlink");
+        let shown = |args: &[String]| args.iter().any(|a| Path::new(a).starts_with(&secret));
+        let args = bwrap_args(&root, &agent, vec![cache.clone()]);
+        assert!(!shown(&args), "{args:?}");
+        // Where no agent writes, the same link is followed.
+        let args = bwrap_args(&root, &agent, Vec::new());
+        assert!(shown(&args), "{args:?}");
+    }
+
     #[test]
     fn without_bwrap_only_the_environment_changes() {
         let sb = Sandbox::none();

@@ -73,8 +73,11 @@ pub fn interpreters(file: &Path, path: Option<&str>) -> Vec<PathBuf> {
 }
 
 /// Every file the command needs for `names`: each found on `path`, as
-/// named and resolved (a link and what it points at), the interpreters of
-/// those `trusted` allows reading, and git-orch itself.
+/// named and resolved (a link and what it points at), with its
+/// interpreters, and git-orch itself. A file `trusted` refuses (one an
+/// agent can write) is left out with all it would name: where an agent
+/// can write, it can see, and a link or `#!` line it wrote must not choose
+/// what is shown.
 pub fn needed_files(
     names: &[&str],
     path: Option<&str>,
@@ -92,12 +95,13 @@ pub fn needed_files(
         let Some(file) = find(name, path).filter(|f| f.exists()) else {
             continue;
         };
-        add(file.clone(), &mut out);
         let real = canonical(&file);
-        if trusted(&file) && trusted(&real) {
-            for interpreter in interpreters(&real, path) {
-                add(interpreter, &mut out);
-            }
+        if !(trusted(&file) && trusted(&real)) {
+            continue;
+        }
+        add(file, &mut out);
+        for interpreter in interpreters(&real, path) {
+            add(interpreter, &mut out);
         }
     }
     if let Ok(own) = std::env::current_exe() {
@@ -212,18 +216,31 @@ mod tests {
     }
 
     #[test]
-    fn an_untrusted_script_names_no_interpreter() {
+    fn an_untrusted_script_names_nothing() {
         let dir = tempfile::tempdir().expect("tmp");
         let script = dir.path().join("agent");
         std::fs::write(&script, "#!/secret/interpreter\n").expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("/bin/sh", &link).expect("symlink");
         let name = script.to_string_lossy().into_owned();
         let all = needed_files(&[&name], None, &|_| true);
         assert!(
             all.contains(&PathBuf::from("/secret/interpreter")),
             "{all:?}"
         );
-        let none = needed_files(&[&name], None, &|_| false);
+        assert!(all.contains(&script));
+        // An agent wrote them: neither the script, nor its `#!` line, nor
+        // where a link points chooses anything to show.
+        let outside_what_agents_write = |p: &Path| !p.starts_with(dir.path());
+        let none = needed_files(&[&name], None, &outside_what_agents_write);
         assert!(!none.contains(&PathBuf::from("/secret/interpreter")));
-        assert!(none.contains(&script));
+        assert!(!none.contains(&script));
+        let link_name = link.to_string_lossy().into_owned();
+        let target = PathBuf::from("/bin/sh").canonicalize().expect("sh");
+        assert!(needed_files(&[&link_name], None, &|_| true).contains(&target));
+        let none = needed_files(&[&link_name], None, &outside_what_agents_write);
+        assert!(!none.contains(&target), "{none:?}");
     }
 }
