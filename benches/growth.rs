@@ -248,10 +248,11 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             done: HISTORY_TASKS,
             attempts: HISTORY_TASKS,
             gate_runs: HISTORY_TASKS * 2,
-            cost_usd: 0.42,
+            cost_usd: Some(0.42),
             duration_ms: 300_000,
             ..Default::default()
         },
+        closed: None,
     }]);
     ops
 }

@@ -4,7 +4,14 @@
 //! Appends (one event, one commit, a compare-and-swap of the log ref, each
 //! durable before the next starts):
 //!
-//! * git-orch in process (`Store::append`);
+//! * git-orch in process (`Store::append`), in each durability mode,
+//!   rounds alternating their order: the previous design (nothing synced,
+//!   nothing journaled, no forced reflog: `Durability::Unsynced`, kept for
+//!   this comparison only), the default crash-safe writes
+//!   (`Durability::Ordered`) and fsync (`Durability::Full`, what git's
+//!   `core.fsync` asks for); the goal is the default within 1.5x of the
+//!   previous design. The plumbing baseline has git's default durability
+//!   (no fsync of loose objects or refs), the previous design's;
 //! * git-orch as a command, one process per append
 //!   (`git orch debug append`): what every `git orch` command that records
 //!   something pays;
@@ -36,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use git_orch::event::Event;
 use git_orch::store::Store;
+use git_orch::store::durable::Durability;
 
 mod common;
 
@@ -335,19 +343,53 @@ fn main() {
         )
     };
 
-    // Appends, in process.
-    const N_FAST: u64 = 2000;
-    let (fast, ()) = best_of(3, || {
-        let dir = fresh("fast");
-        let store = Store::open(&dir).expect("open");
-        store.writer().expect("writer id");
-        common::flush();
-        let start = Instant::now();
-        for i in 0..N_FAST {
-            store.append(vec![marker(i)]).expect("append");
+    // Appends, in process, in each durability mode: the previous design
+    // (nothing synced, nothing journaled), the default (every object and
+    // new ref file has its write-back started before a ref names it, and
+    // is kept to be written again after a prune), and fsync (what
+    // `core.fsync` asks for). The machine's load drifts, so the modes run
+    // in short rounds, their order rotating, each on a fresh repository:
+    // per-append medians over the rounds, and the median of each round's
+    // own ratio (the two sides of a ratio ran seconds apart).
+    const ROUNDS: usize = 9;
+    const N_FAST: u64 = 400;
+    const N_FSYNC: u64 = 60;
+    let modes = [
+        (Durability::Unsynced, N_FAST),
+        (Durability::Ordered, N_FAST),
+        (Durability::Full, N_FSYNC),
+    ];
+    let mut per_append: [Vec<f64>; 3] = Default::default();
+    for round in 0..ROUNDS {
+        for k in 0..modes.len() {
+            let i = (k + round) % modes.len();
+            let (mode, n) = modes[i];
+            let dir = fresh("fast");
+            let mut store = Store::open(&dir).expect("open");
+            store.set_durability(mode);
+            store.writer().expect("writer id");
+            common::flush();
+            let start = Instant::now();
+            for e in 0..n {
+                store.append(vec![marker(e)]).expect("append");
+            }
+            per_append[i].push(start.elapsed().as_secs_f64() / n as f64);
         }
-        (start.elapsed(), ())
-    });
+    }
+    let paired = |i: usize| {
+        let mut r: Vec<f64> = (0..ROUNDS)
+            .map(|k| per_append[i][k] / per_append[0][k])
+            .collect();
+        r.sort_by(f64::total_cmp);
+        r[ROUNDS / 2]
+    };
+    let (ordered_ratio, full_ratio) = (paired(1), paired(2));
+    let med = |i: usize, n: u64| {
+        let mut v = per_append[i].clone();
+        v.sort_by(f64::total_cmp);
+        Duration::from_secs_f64(v[ROUNDS / 2] * n as f64)
+    };
+    let (previous, fast, fsync) = (med(0, N_FAST), med(1, N_FAST), med(2, N_FSYNC));
     // One `git orch` process per append.
     const N_CLI: u64 = 100;
     let (cli, ()) = best_of(2, || {
@@ -403,7 +445,30 @@ fn main() {
     println!("append (one event, one commit, a compare-and-swap of the log ref):");
     let base = "baseline: long-lived hash-object, mktree, update-ref; commit-tree";
     append_row(base, N_LONG, long, long, N_LONG);
-    append_row("git-orch in process", N_FAST, fast, long, N_LONG);
+    append_row(
+        "git-orch in process, previous design (nothing synced)",
+        N_FAST,
+        previous,
+        long,
+        N_LONG,
+    );
+    append_row(
+        "git-orch in process, crash-safe (write-back started, journaled)",
+        N_FAST,
+        fast,
+        long,
+        N_LONG,
+    );
+    append_row(
+        "git-orch in process, fsync (core.fsync)",
+        N_FSYNC,
+        fsync,
+        long,
+        N_LONG,
+    );
+    println!(
+        "  crash-safe vs previous design: {ordered_ratio:.2}x the time per append (goal <= 1.5x); fsync vs previous: {full_ratio:.2}x (medians of {ROUNDS} rounds' own ratios)"
+    );
     append_row(
         "git-orch, one `git orch debug append` process each",
         N_CLI,

@@ -161,8 +161,8 @@ pub enum Event {
         base: String,
         settings: RunSettings,
         /// Tasks an earlier run of the plan already landed on the target
-        /// (with an identical definition): this run counts them done and
-        /// never runs them again (`git orch run --redo TASK` or `--new`
+        /// (producing the same thing): this run counts them done and never
+        /// runs them again (`git orch run --redo TASK` or `--redo-all`
         /// leaves them out).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         carried: std::collections::BTreeMap<TaskId, Carried>,
@@ -356,7 +356,14 @@ pub enum Event {
         detail: String,
     },
     /// Every task has reached an end state.
-    RunFinished { run_id: RunId, summary: RunSummary },
+    RunFinished {
+        run_id: RunId,
+        summary: RunSummary,
+        /// Why the run was closed before its tasks ended: replaced by a
+        /// new revision of its plan, or by `git orch run --new`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        closed: Option<String>,
+    },
     /// An attempt's worktree was removed (its branch and commits stay).
     WorkspaceCleaned {
         run_id: RunId,
@@ -927,7 +934,11 @@ pub struct RunSummary {
     pub blocked: usize,
     pub attempts: usize,
     pub gate_runs: usize,
-    pub cost_usd: f64,
+    /// What agents reported spending (or was estimated from the price
+    /// table); `null` when none reported a cost. Older records hold 0.0
+    /// there for unknown.
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
     pub duration_ms: u64,
 }
 
@@ -1189,9 +1200,19 @@ impl Event {
                 reason,
                 detail,
             } => format!("run {run_id} stopped ({}): {detail}", reason.as_str()),
-            Event::RunFinished { run_id, summary } => format!(
-                "run {run_id} finished: {} done, {} failed, {} skipped",
-                summary.done, summary.failed, summary.skipped
+            Event::RunFinished {
+                run_id,
+                summary,
+                closed,
+            } => format!(
+                "run {run_id} finished: {} done, {} failed, {} skipped{}",
+                summary.done,
+                summary.failed,
+                summary.skipped,
+                closed
+                    .as_ref()
+                    .map(|why| format!(" (closed: {why})"))
+                    .unwrap_or_default()
             ),
             Event::WorkspaceCleaned {
                 run_id,

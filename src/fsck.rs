@@ -1,8 +1,9 @@
 //! `git orch fsck`: git-orch's state checked end to end, each finding with
 //! the command or step that fixes it.
 //!
-//! What it checks, reading everything afresh (never the state cache):
-//! every log record parses and sits under the name of its own blob; no
+//! What it checks, reading everything afresh (never the state cache): no
+//! ref of git-orch is damaged (checked first; the rest is then checked
+//! with the damaged refs hidden); every log record parses and sits under the name of its own blob; no
 //! writer's log was rewritten (two different events at one seq of one
 //! writer, in the union of every copy of the logs) or has copies that
 //! diverged; every commit protected targets gained since their first
@@ -11,12 +12,15 @@
 //! worktree is accounted for (and none holds a commit nothing else
 //! keeps); no scratch worktree outlived its landing or gate; no process
 //! of an attempt of this clone runs without a live driver; no checkout
-//! move of a landing was left half done; the configuration parses.
+//! move of a landing was left half done; the configuration parses; no pin
+//! of a dead process is left (a note).
 //!
 //! A person who reviewed a rewrite or an unverified commit accepts it
 //! ([`accept`]): a `finding_accepted` event, after which the finding is
-//! listed as accepted and no longer fails. [`repair`] makes the repairs
-//! that cannot lose anything (keeping commits, finishing checkout moves).
+//! listed as accepted and no longer fails. [`repair`] restores damaged
+//! refs (saying what was lost) and makes the repairs that cannot lose
+//! anything (keeping commits, finishing checkout moves, removing dead
+//! pins).
 //! This module reads and decides; it never prints.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -51,6 +55,9 @@ pub enum FsckError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Check {
+    /// A ref whose file holds no object id, or whose objects are missing
+    /// or unreadable (a crash that lost writes, or a prune).
+    Damaged,
     /// A log record that cannot be trusted (unreadable, or under a name
     /// that is not its blob's).
     Log,
@@ -78,11 +85,14 @@ pub enum Check {
     Config,
     /// A landed commit whose note lost the record of its landing.
     Notes,
+    /// A pin (`refs/orch-pins/<pid>`) its process left when it died.
+    Pins,
 }
 
 impl Check {
     pub fn as_str(self) -> &'static str {
         match self {
+            Check::Damaged => "damaged",
             Check::Log => "log",
             Check::Rewrite => "rewrite",
             Check::Chain => "chain",
@@ -95,6 +105,7 @@ impl Check {
             Check::Checkouts => "checkouts",
             Check::Config => "config",
             Check::Notes => "notes",
+            Check::Pins => "pins",
         }
     }
 }
@@ -268,10 +279,34 @@ impl Loaded {
     }
 }
 
-/// Checks everything and returns the findings.
+/// Checks everything and returns the findings. Damaged refs are reported
+/// first and the rest is checked with them hidden, so one ref a crash
+/// emptied does not stop fsck from looking at everything else.
 pub fn check(store: &Store) -> Result<Report, FsckError> {
-    let loaded = Loaded::read(store)?;
+    let damage = store.damaged_refs(false)?;
     let mut report = Report::default();
+    for d in &damage {
+        report.push(
+            Check::Damaged,
+            Severity::Problem,
+            d.reference.clone(),
+            format!("{} is damaged: {}", d.reference, d.problem),
+            "`git orch fsck --repair` restores it from its reflog, a remote's tracking copy or its newest intact commit, and says what was lost".into(),
+        );
+    }
+    if damage.is_empty() {
+        check_rest(store, report)
+    } else {
+        let view = store
+            .fresh()?
+            .with_proposed_refs(damage.iter().map(|d| (d.reference.clone(), None)));
+        check_rest(&view, report)
+    }
+}
+
+/// Every check but the damage of refs.
+fn check_rest(store: &Store, mut report: Report) -> Result<Report, FsckError> {
+    let loaded = Loaded::read(store)?;
     report.checked.events = loaded.unique.len();
     report.checked.writers = loaded
         .entries()
@@ -288,11 +323,28 @@ pub fn check(store: &Store) -> Result<Report, FsckError> {
     check_checkouts(store, &mut report)?;
     check_config(store, &mut report);
     check_notes(store, &loaded, &mut report)?;
+    check_pins(store, &mut report)?;
     report.checked.state_cache = crate::state::cache_size(store);
     report
         .findings
         .sort_by(|a, b| (b.fails(), a.check, &a.subject).cmp(&(a.fails(), b.check, &b.subject)));
     Ok(report)
+}
+
+/// Pins of processes that are gone: harmless (they only keep a few
+/// commits from `git gc`), removed by the next process that pins and by
+/// `--repair`.
+fn check_pins(store: &Store, report: &mut Report) -> Result<(), FsckError> {
+    for (name, _) in store.dead_pins()? {
+        report.push(
+            Check::Pins,
+            Severity::Note,
+            name.clone(),
+            format!("{name} was left by a git-orch process that is gone; it keeps the merge-queue candidates that process was working on from `git gc`"),
+            "`git orch fsck --repair` removes it (so does the next landing)".into(),
+        );
+    }
+    Ok(())
 }
 
 /// The writer a log ref belongs to (its last component).
@@ -399,7 +451,15 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
         };
         let writer = writer_of(&p.reference).to_owned();
         let remote = p.reference.starts_with(REMOTES_PREFIX);
+        let damaged = crate::store::is_object_damage(&p.reason);
         let (subject, fix) = match (p.seq, &blob) {
+            (Some(seq), _) if damaged => (
+                format!("{writer}:{seq}"),
+                format!(
+                    "the record's blob is missing or unreadable (a crash or a prune took it): `git orch fsck --repair` restores {} to its newest intact value (its reflog, a remote's copy or its history) and says what was lost",
+                    p.reference
+                ),
+            ),
             (Some(seq), Some(b)) => {
                 at.entry((writer.clone(), seq))
                     .or_default()
@@ -422,7 +482,7 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
             _ => (
                 p.reference.clone(),
                 format!(
-                    "the ref does not point at a readable log commit; restore it from a clone that holds it (`git orch sync`), or remove the copy: `git update-ref -d {}`",
+                    "the ref does not point at a readable log commit: `git orch fsck --repair` restores it to its newest intact value (its reflog, a remote's copy or its history); or restore it from a clone that holds it (`git orch sync`), or remove the copy: `git update-ref -d {}`",
                     p.reference
                 ),
             ),
@@ -436,7 +496,7 @@ fn check_log(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), 
             accepted_by: None,
             acceptance: None,
         };
-        if let (Some(seq), Some(b)) = (p.seq, &blob) {
+        if let (Some(seq), Some(b), false) = (p.seq, &blob, damaged) {
             f.accepted_by = loaded.rewrite_accepted(&writer, seq, std::slice::from_ref(b));
             f.acceptance = WriterId::new(&writer)
                 .ok()
@@ -621,24 +681,36 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
                 }
                 listed += 1;
             }
-            let subject_line = store
+            let commit_message = store
                 .parse_oid(&v.commit)
                 .and_then(|id| store.commit_info(id))
-                .map(|i| i.message.lines().next().unwrap_or_default().to_owned())
+                .map(|i| i.message)
                 .unwrap_or_default();
+            let subject_line = commit_message.lines().next().unwrap_or_default();
+            let mut message = format!(
+                "commit {} ({subject_line:?}) on {short} is not a verified git-orch landing: {}",
+                &v.commit[..12],
+                v.reason
+            );
+            let mut fix = format!(
+                "if it should not be there, revert it through a run; if it is a known exception (pushed past the hooks on purpose), `git orch fsck --accept-commit {}` records that you reviewed it",
+                &v.commit[..12]
+            );
+            if let Some((run, task, attempt)) = unrecorded_landing(loaded, &commit_message) {
+                message.push_str(&format!(
+                    "; it carries the trailers of run {run}'s landing of {task} attempt {attempt}, of which no record is left (a crash cut the log's newest writes)"
+                ));
+                fix = format!(
+                    "resume the run (`git orch run {}`): it records the landing it finds on {short} instead of landing {task} again; {fix}",
+                    loaded.runs[&run].plan_id
+                );
+            }
             report.findings.push(Finding {
                 check: Check::Landings,
                 severity: Severity::Problem,
                 subject: v.commit[..12].to_owned(),
-                message: format!(
-                    "commit {} ({subject_line:?}) on {short} is not a verified git-orch landing: {}",
-                    &v.commit[..12],
-                    v.reason
-                ),
-                fix: format!(
-                    "if it should not be there, revert it through a run; if it is a known exception (pushed past the hooks on purpose), `git orch fsck --accept-commit {}` records that you reviewed it",
-                    &v.commit[..12]
-                ),
+                message,
+                fix,
                 accepted_by,
                 acceptance: Some(AcceptedFinding::Commit {
                     commit: v.commit.clone(),
@@ -657,6 +729,28 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
         }
     }
     Ok(())
+}
+
+/// The run, task and attempt whose landing trailers (`Orch-Run`,
+/// `Orch-Task`, `Orch-Attempt`) a commit's `message` carries, when that
+/// run is in the log and holds no landing of the task: a landing whose
+/// record a crash lost.
+fn unrecorded_landing(loaded: &Loaded, message: &str) -> Option<(RunId, String, u32)> {
+    let trailer = |key: &str| {
+        message
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+    };
+    let run = RunId::new(trailer("Orch-Run: ")?).ok()?;
+    let task = trailer("Orch-Task: ")?.to_owned();
+    let attempt = trailer("Orch-Attempt: ")?.parse().ok()?;
+    let state = loaded.runs.get(&run)?;
+    let landed = state
+        .landings
+        .iter()
+        .any(|l| !l.voided && l.task.as_str() == task);
+    (!landed).then_some((run, task, attempt))
 }
 
 /// A landing's record, due on the note of the commit it landed.
@@ -1387,14 +1481,16 @@ pub fn parse_rewrite(value: &str) -> Result<(WriterId, u64), String> {
     Ok((writer, seq))
 }
 
-/// The repairs that cannot lose anything: adds to `refs/orch/keep` the
-/// commits records point at that it misses (when this clone has them), and
-/// finishes (or forgets) the checkout moves a crashed landing left.
-/// Returns what it did, one line each.
+/// The repairs: restores refs a crash or a prune damaged to their newest
+/// intact value (saying what was lost; see [`Store::repair_refs`]), adds
+/// to `refs/orch/keep` the commits records point at that it misses (when
+/// this clone has them), and finishes (or forgets) the checkout moves a
+/// crashed landing left. Returns what it did, one line each.
 pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
+    // Refs first: nothing else can be read through a damaged one.
+    let mut done = store.repair_refs()?;
     let loaded = Loaded::read(store)?;
     let expected = expected_kept(store, &loaded);
-    let mut done = Vec::new();
     let mut keep = Vec::new();
     for (i, present) in missing_from_keep(store, &expected)? {
         if present {
@@ -1425,6 +1521,11 @@ pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
         ));
     }
     done.extend(problems);
+    for name in store.remove_dead_pins()? {
+        done.push(format!(
+            "removed {name}, a pin left by a git-orch process that is gone"
+        ));
+    }
     Ok(done)
 }
 

@@ -1,6 +1,6 @@
 //! git-orch: a Git-native orchestrator for parallel coding agents.
 //!
-//! Layers, each using only those below it (see STYLE.md):
+//! Layers, each using only those below it (see ARCHITECTURE.md):
 //! `process`, `ids`, `event` → `store` (the only user of gix) → domain
 //! modules → `cli` (the only code that prints).
 

@@ -67,13 +67,8 @@ pub enum SandboxError {
     BadOverride { value: String },
     /// A `[sandbox] bind` or `roBind` that cannot work, or would undo what
     /// the sandbox hides.
-    #[error("[sandbox] {key} = {value}: {why}\nhint: {hint}")]
-    BadBind {
-        key: &'static str,
-        value: String,
-        why: String,
-        hint: String,
-    },
+    #[error(transparent)]
+    BadBind(#[from] binds::BindError),
     /// A folder of the sandbox could not be prepared.
     #[error("preparing the sandbox at {}: {source}", path.display())]
     Io {
@@ -673,7 +668,7 @@ impl Sandbox {
             .map(PathBuf::from)
             .filter(|h| h.is_absolute() && h != Path::new("/"));
         let base = PrivateHome::base();
-        binds::check(
+        Ok(binds::check(
             &self.ro_bind,
             &self.bind,
             &binds::Hidden {
@@ -681,7 +676,7 @@ impl Sandbox {
                 git_dir,
                 private_homes: Some(&base),
             },
-        )
+        )?)
     }
 
     /// The permissions an agent gets here (no commands allowed yet).

@@ -188,9 +188,70 @@ where
         .collect()
 }
 
+/// The variables `text` (a shell command template) names as `$NAME` or
+/// `${NAME…}` that match none of `patterns` and are not git-orch's own
+/// (`ORCH_*`): the agent's shell would expand each to nothing, silently,
+/// because the allow-listed environment leaves it out. Special and
+/// positional parameters (`$1`, `$@`, `$$`, …) are not names.
+pub fn unpassed_references(text: &str, patterns: &[&str]) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut quoted = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            // Nothing expands inside single quotes.
+            b'\'' => quoted = !quoted,
+            b'\\' if !quoted => i += 1,
+            b'$' if !quoted => {
+                let start = i + 1 + usize::from(bytes.get(i + 1) == Some(&b'{'));
+                let end = bytes[start..]
+                    .iter()
+                    .position(|c| !(c.is_ascii_alphanumeric() || *c == b'_'))
+                    .map_or(bytes.len(), |n| start + n);
+                let name = &text[start..end];
+                if is_pattern(name)
+                    && !name.starts_with("ORCH_")
+                    && !patterns.iter().any(|p| matches(p, name))
+                    && !out.iter().any(|n| n == name)
+                {
+                    out.push(name.to_owned());
+                }
+                i = end.max(i + 1);
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_the_allow_list_drops_are_found_and_nothing_else() {
+        let patterns = ["PATH", "HOME", "MY_*"];
+        assert_eq!(
+            unpassed_references(
+                r#"sh "$HELPER" --out ${OUT_DIR}/x $HOME $MY_KEY"#,
+                &patterns
+            ),
+            ["HELPER", "OUT_DIR"]
+        );
+        // Git-orch's own, positional and special parameters, single
+        // quotes and escapes are not references.
+        assert!(
+            unpassed_references(
+                r#"run $ORCH_PROMPT_FILE "$1" "$@" $$ '$LITERAL' \$ESCAPED"#,
+                &patterns
+            )
+            .is_empty()
+        );
+        assert_eq!(unpassed_references("$A $A ${A:-x}", &[]), ["A"]);
+    }
 
     #[test]
     fn patterns_are_names_or_prefixes() {

@@ -6,7 +6,7 @@
 //! so hints are attached here, at the edge, as jj's `CommandError` does.
 //! Exit codes come from the error's type, never from its text. What each
 //! code means to a user is in `docs/cli.md` ("Exit codes"); each code has a
-//! test driving the real binary (`tests/exit_codes.rs`, `tests/runs.rs`).
+//! test driving the real binary (`tests/it/exit_codes.rs`, `tests/it/runs.rs`).
 //!
 //! | error type | exit code |
 //! |---|---|

@@ -8,7 +8,9 @@ use crate::fsck::{self, Accept, Finding, Severity};
 
 /// Check git-orch's state end to end.
 ///
-/// Every log record parses and sits under its own blob's name; no writer's
+/// No ref of git-orch is damaged (a ref file a crash emptied, or a ref
+/// whose commit or trees are missing or unreadable); every log record
+/// parses and sits under its own blob's name; no writer's
 /// log was rewritten (two different events at one seq) or has diverged
 /// copies; every commit protected targets gained since their first
 /// landing verifies (like `git orch verify`); refs/orch/keep holds every
@@ -16,7 +18,7 @@ use crate::fsck::{self, Accept, Finding, Severity};
 /// worktree has a record, and none holds a commit nothing else keeps; no
 /// scratch worktree outlived its landing or gate; no agent of this clone
 /// runs without its driver; no landing left a checkout half moved; the
-/// configuration parses.
+/// configuration parses. Pins a dead process left are listed as notes.
 ///
 /// Prints each finding with the command or step that fixes it. Exit 0
 /// when clean (notes do not count), 3 when something needs fixing.
@@ -34,9 +36,12 @@ pub struct FsckArgs {
     /// accepted.
     #[arg(long, value_name = "COMMIT")]
     pub accept_commit: Option<String>,
-    /// First make the repairs that cannot lose anything: keep the commits
-    /// records point at that refs/orch/keep misses, and finish the
-    /// checkout moves a crashed landing left.
+    /// First repair: restore damaged refs to their newest intact value
+    /// (their reflog, a remote's copy or their history), naming each and
+    /// what was lost, with unreadable files moved to .git/orch/lost/;
+    /// keep the commits records point at that refs/orch/keep misses;
+    /// finish the checkout moves a crashed landing left; remove the pins
+    /// of dead processes.
     #[arg(long)]
     pub repair: bool,
 }

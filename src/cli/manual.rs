@@ -4,7 +4,7 @@
 //!
 //! It owns only the rendering: it returns text and never touches files or
 //! prints, so `install-man`, `debug cli-reference` and the staleness test
-//! in tests/docs_generated.rs all share one source. The help texts
+//! in tests/it/docs_generated.rs all share one source. The help texts
 //! themselves live on each command's args struct.
 
 use clap::builder::StyledStr;
@@ -14,7 +14,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 
 use super::{Cli, exit};
 
-/// Exit codes of DESIGN.md §4, for the man page and the reference.
+/// The exit codes, for the man page and the reference.
 pub const EXIT_CODES: [(u8, &str); 9] = [
     (exit::OK, "success"),
     (exit::ERROR, "an error, or invalid input"),
@@ -270,7 +270,7 @@ pub fn cli_reference() -> String {
     md.push_str("# Command reference\n\n");
     md.push_str(
         "<!-- Generated from the clap definitions in src/cli/ by\n     \
-         `GIT_ORCH_BLESS=1 cargo test --test docs_generated`; do not edit by hand. -->\n\n",
+         `GIT_ORCH_BLESS=1 cargo test --test it docs_generated`; do not edit by hand. -->\n\n",
     );
     md.push_str(
         "Every command prints a summary with `-h` and its full text with \

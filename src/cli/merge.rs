@@ -21,10 +21,11 @@ use crate::run::{
 /// something could not land or the landing was refused.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
-    /// The run (default: the newest unfinished one).
+    /// The run, or a plan id for its newest run (default: the newest
+    /// unfinished one).
     #[arg(add = super::completions::runs())]
     pub run: Option<String>,
-    /// How attempts land (default: config orch.mergeStrategy, else rebase).
+    /// How attempts land (default: config orch.mergeStrategy, else squash).
     #[arg(long, value_parser = ["rebase", "merge", "squash"])]
     pub strategy: Option<String>,
     /// Stack up to K attempts and gate only the top (default: config

@@ -3,7 +3,7 @@
 //! One file per command, each holding its clap args (whose doc comment is the
 //! help text) and one `run` function that calls the domain and renders the
 //! result. Errors become a [`CommandError`] carrying the exit code of
-//! DESIGN.md §4; `main` prints it as `error:` plus `hint:` lines.
+//! docs/cli.md (exit codes); `main` prints it as `error:` plus `hint:` lines.
 
 pub mod agents;
 pub mod approve;
@@ -182,6 +182,10 @@ pub fn main() -> u8 {
                 exit::OK
             };
             let _ = e.print();
+            if let Some(hint) = suggest::for_usage_error(&e, &std::env::args().collect::<Vec<_>>())
+            {
+                eprintln!("hint: {hint}");
+            }
             return code;
         }
     };
@@ -205,6 +209,14 @@ pub fn main() -> u8 {
             e.code
         }
     };
+    // A prune beside this command may still be taking objects it wrote:
+    // they are checked (and written again) until that cannot happen.
+    if let Err(e) = crate::store::durable::settle_all() {
+        output::print_error(&CommandError::from(e).render());
+        if code == exit::OK {
+            code = exit::ERROR;
+        }
+    }
     // Output cut short by anything but a reader that went away (a full
     // disk) is a failure, whatever the command thought.
     if let Some(e) = output::take_write_error() {

@@ -114,7 +114,10 @@ pub struct AddArgs {
     /// Store under this id instead of the file's `id`.
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
-    /// Base used for the analysis shown after storing.
+    /// The commit whose files the plan is checked against before storing
+    /// (default: the current branch's tip): a blocking finding is counted
+    /// in a warning after storing (`git orch plan check --base` lists
+    /// them).
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
 }

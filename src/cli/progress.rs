@@ -583,12 +583,14 @@ impl State {
             Some((_, rows)) if !every_row => rows.max(4),
             _ => usize::MAX,
         };
-        self.frame_in(now, width, height)
+        self.frame_in(now, width, height, !every_row)
     }
 
     /// [`Self::frame`] for a `width` × `height` screen (each line at most
-    /// `width` characters, at most `height - 1` lines).
-    fn frame_in(&self, now: Instant, width: usize, height: usize) -> Vec<String> {
+    /// `width` characters, at most `height - 1` lines). The last frame
+    /// (`cut` false) keeps each row whole: it is never redrawn, so a long
+    /// failure reason may wrap instead of losing its end.
+    fn frame_in(&self, now: Instant, width: usize, height: usize, cut: bool) -> Vec<String> {
         let counts = crate::run::view::counts(self.rows.iter().map(|r| &r.state));
         let summary = counts
             .iter()
@@ -643,7 +645,12 @@ impl State {
             let before = format!("  {task:<task_w$} ");
             let state = format!("{:<STATE_W$}", r.state.as_str());
             let after = format!(" {attempt:>7} {elapsed:>6}  {}", r.detail);
-            let line = fit(&format!("{before}{state}{after}"), width);
+            let whole = format!("{before}{state}{after}");
+            let line = if cut {
+                fit(&whole, width)
+            } else {
+                output::clean(&whole).into_owned()
+            };
             let line = line.trim_end().to_owned();
             let coloured = line
                 .strip_prefix(before.as_str())
@@ -839,7 +846,7 @@ mod tests {
             r.task(&format!("t{i}"), Status::Pending, None);
         }
         r.task("t7", Status::Running, Some(1));
-        let lines = r.state().frame_in(Instant::now(), 79, 6);
+        let lines = r.state().frame_in(Instant::now(), 79, 6, true);
         assert_eq!(lines.len(), 5, "{lines:?}");
         assert!(lines[0].contains("1 running, 9 pending"), "{lines:?}");
         assert!(
@@ -848,6 +855,23 @@ mod tests {
                 .any(|l| l.contains("t7") && l.contains("running"))
         );
         assert!(lines[4].contains("and 8 more"), "{lines:?}");
+    }
+
+    #[test]
+    fn the_last_frame_keeps_a_long_failure_reason_whole() {
+        let r = Renderer::with(
+            Mode::Live,
+            false,
+            Some(80),
+            Box::new(Sink::default()),
+            "run",
+        );
+        let reason = format!("retry budget exhausted: {} the end", "x".repeat(120));
+        r.show(&row("web", Status::Failed, Some(3), Some(&reason)));
+        let live = r.state().frame_in(Instant::now(), 79, 40, true);
+        assert!(live.iter().all(|l| l.chars().count() <= 79), "{live:?}");
+        let last = r.state().frame_in(Instant::now(), 79, 40, false);
+        assert!(last.iter().any(|l| l.ends_with("the end")), "{last:?}");
     }
 
     fn row(task: &str, status: Status, attempt: Option<u32>, failure: Option<&str>) -> TaskRow {

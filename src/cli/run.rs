@@ -56,9 +56,14 @@ pub struct RunArgs {
     /// (repeatable). Without it, a rerun never redoes landed work.
     #[arg(long, value_name = "TASK", add = super::completions::tasks())]
     pub redo: Vec<String>,
-    /// Start a new run of every task, landed before or not.
-    #[arg(long, conflicts_with = "redo")]
+    /// Never resume: close the plan's unfinished run, if any (recorded as
+    /// closed), and start a fresh run from the target's tip with the
+    /// configuration there. Landed work is still carried.
+    #[arg(long)]
     pub new: bool,
+    /// Run every task again, landed before or not (carry nothing).
+    #[arg(long, conflicts_with = "redo")]
+    pub redo_all: bool,
     /// Best of N: run N attempts of each task at once (the cap and the
     /// budget count each), land the one the gates, then a reviewer, then
     /// the smaller diff choose, and archive the others. A subtask's own
@@ -169,6 +174,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             })
             .collect::<Result<_, _>>()?,
         new: args.new,
+        redo_all: args.redo_all,
         best_of: args.best_of,
     };
     if !args.dry_run {
@@ -191,9 +197,10 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             let mut out = output::Out::new();
             out.line(&format!(
                 "{} plan {} revision {} onto {} from {}",
-                match &d.run {
-                    Some(r) => format!("would resume run {r} of"),
-                    None => "would start a run of".into(),
+                match (&d.run, &d.closes) {
+                    (Some(r), _) => format!("would resume run {r} of"),
+                    (None, Some(old)) => format!("would close run {old} and start a new run of"),
+                    (None, None) => "would start a run of".into(),
                 },
                 d.plan_id,
                 d.revision,
@@ -209,8 +216,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 d.worktree_root.display()
             ));
             for (task, status, ready) in d.tasks {
+                let again = TaskId::new(&task)
+                    .ok()
+                    .and_then(|t| d.redone.get(&t))
+                    .map(|why| format!(" (landed before; runs again: {why})"))
+                    .unwrap_or_default();
                 out.line(&format!(
-                    "  {task:<24} {status:<10}{}",
+                    "  {task:<24} {status:<10}{}{again}",
                     if ready { " ready now" } else { "" }
                 ));
             }
@@ -233,21 +245,38 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         }
         // Whether this process drives it or follows the one that does is
         // settled by the driver lock, and said then.
-        Prepared::Resumed(ctx) => ctx,
+        Prepared::Resumed(ctx) => {
+            for w in &ctx.warnings {
+                output::status(&format!("warning: {w}"));
+            }
+            ctx
+        }
         Prepared::NothingToDo(last) => {
             let s = run::summarize(&last, &ctx_plan(&store, &last)?);
             output::status(&format!(
-                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, ${:.2}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--new` runs them all",
-                last.id, last.plan_id, s.tasks, s.attempts, s.cost_usd, last.id, last.plan_id
+                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, cost {}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--redo-all` runs them all",
+                last.id,
+                last.plan_id,
+                s.tasks,
+                s.attempts,
+                super::status::run_usage_text(&last),
+                last.id,
+                last.plan_id
             ));
             return Ok(exit::OK);
         }
     };
     let run_id = ctx.run.clone();
     if args.start_only {
-        output::status(&format!(
-            "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
-        ));
+        output::status(&match &sharing {
+            // Started through the remote: the start is published already.
+            Some(remote) => format!(
+                "Run {run_id} is recorded and published to {remote}; nothing runs here.\nNext: `git orch worker --remote {remote}` on each machine that should work on it."
+            ),
+            None => format!(
+                "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
+            ),
+        });
         return Ok(exit::OK);
     }
     // Once per run: how agents are confined, and which cannot work here

@@ -24,7 +24,8 @@ use crate::state::RunState;
 /// Ctrl-C) stops watching: exit 0 while the run goes on.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The run id (default: the newest unfinished run, else the newest).
+    /// The run id, or a plan id for that plan's newest run (default: the
+    /// newest unfinished run, else the newest).
     #[arg(add = super::completions::runs())]
     pub run: Option<String>,
     /// Print the result as JSON on stdout (with --watch: one line per

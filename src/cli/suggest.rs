@@ -26,6 +26,73 @@ pub fn nearest<'a>(given: &str, known: impl IntoIterator<Item = &'a str>) -> Opt
         .map(|(_, k)| k)
 }
 
+/// Words people type for a command that has another name here.
+const SYNONYMS: &[(&str, &str)] = &[
+    ("show", "plan show"),
+    ("list", "plan list"),
+    ("ls", "status --all"),
+    ("runs", "status --all"),
+    ("check", "plan check"),
+    ("add", "plan add"),
+    ("new", "plan new"),
+    ("ps", "status"),
+];
+
+/// A `did you mean` for a mistyped command or option that clap found no
+/// suggestion for itself (`git orch rn`, `git orch show`, `run --cpa`):
+/// the nearest command, or the nearest long option of the command given.
+pub fn for_usage_error(error: &clap::Error, argv: &[String]) -> Option<String> {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let suggested = |kind| {
+        matches!(
+            error.get(kind),
+            Some(ContextValue::String(_) | ContextValue::Strings(_))
+        )
+    };
+    let given = match error
+        .get(ContextKind::InvalidSubcommand)
+        .or_else(|| error.get(ContextKind::InvalidArg))
+    {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => return None,
+    };
+    let command = super::Cli::command();
+    match error.kind() {
+        ErrorKind::InvalidSubcommand if !suggested(ContextKind::SuggestedSubcommand) => {
+            if let Some((_, to)) = SYNONYMS.iter().find(|(word, _)| *word == given) {
+                return Some(format!("did you mean `git orch {to}`?"));
+            }
+            let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
+            nearest(&given, names).map(|n| format!("did you mean `git orch {n}`?"))
+        }
+        ErrorKind::UnknownArgument if !suggested(ContextKind::SuggestedArg) => {
+            let flag = given.split('=').next().unwrap_or(&given);
+            let name = flag.strip_prefix("--")?;
+            // The deepest command named on the line, to look in its options.
+            let mut cmd = &command;
+            for word in argv.iter().skip(1).filter(|w| !w.starts_with('-')) {
+                match cmd.find_subcommand(word) {
+                    Some(c) => cmd = c,
+                    None => break,
+                }
+            }
+            let longs: Vec<&str> = cmd
+                .get_arguments()
+                .chain(command.get_arguments())
+                .filter_map(|a| a.get_long())
+                .collect();
+            let path = if cmd.get_name() == command.get_name() {
+                String::new()
+            } else {
+                format!(" {}", cmd.get_name())
+            };
+            nearest(name, longs).map(|n| format!("did you mean `--{n}` (see `git orch{path} -h`)?"))
+        }
+        _ => None,
+    }
+}
+
 /// `error` with a `did you mean …?` hint first among its hints, when one
 /// of `known` is near `given`.
 pub fn with_hint<'a>(

@@ -89,7 +89,14 @@ pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
             }
             Control::Retry => format!(" Resume with `git orch run {}`.", r.plan_id),
             Control::Skip | Control::Cancel if r.finished.is_none() => {
-                " The run's driver acts on it within a second.".to_owned()
+                if run::control::driver_alive(&store, &r.id).unwrap_or(false) {
+                    " The run's driver acts on it within a second.".to_owned()
+                } else {
+                    format!(
+                        " No driver runs it now: `git orch run {}` resumes it and acts on it.",
+                        r.plan_id
+                    )
+                }
             }
             _ => String::new(),
         }

@@ -168,6 +168,88 @@ pub fn build(
     entry: &Entry,
     names: &Names,
 ) -> Result<Built, StoreError> {
+    let built = build_unpinned(store, strategy, onto, entry, names)?;
+    // Nothing names a candidate until it lands: pinned, a `git prune`
+    // beside the queue cannot take it while git checks it out and the
+    // gates judge it.
+    if let Built::Commits { tip, .. } = &built
+        && *tip != onto
+    {
+        store.pin(&[*tip])?;
+    }
+    Ok(built)
+}
+
+/// How far back on the target's first-parent chain a landing whose
+/// record was lost is looked for.
+const LOST_LANDING_DEPTH: usize = 256;
+
+/// The commit on the target (`onto` and its first parents, down to the
+/// attempt's base) that git-orch already landed for `entry` when a crash
+/// lost the record of that landing with the log's newest writes: its
+/// trailers name exactly this run, task and attempt, and its content is
+/// exactly what `strategy` makes of the attempt on its parent (so a
+/// commit that only borrows the trailers is never taken for it). Only
+/// squash and merge landings carry trailers.
+fn lost_landing(
+    store: &Store,
+    strategy: Strategy,
+    onto: Oid,
+    entry: &Entry,
+    names: &Names,
+) -> Result<Option<Oid>, StoreError> {
+    if strategy == Strategy::Rebase {
+        return Ok(None);
+    }
+    let wanted = [
+        format!("Orch-Run: {}", names.run),
+        format!("Orch-Task: {}", entry.task.id),
+        format!("Orch-Attempt: {}", entry.attempt),
+    ];
+    let mut at = onto;
+    for _ in 0..LOST_LANDING_DEPTH {
+        if at == entry.base {
+            return Ok(None);
+        }
+        let info = store.commit_info(at)?;
+        let Some(&parent) = info.parents.first() else {
+            return Ok(None);
+        };
+        let lines: Vec<&str> = info.message.lines().collect();
+        if wanted.iter().all(|w| lines.contains(&w.as_str())) {
+            let expected_parents = match strategy {
+                Strategy::Merge => vec![parent, entry.result],
+                _ => vec![parent],
+            };
+            let result_tree = store.commit_info(entry.result)?.tree;
+            let base_tree = store.commit_info(entry.base)?.tree;
+            let parent_tree = store.commit_info(parent)?.tree;
+            let same = info.parents == expected_parents
+                && matches!(
+                    merge(store, base_tree, parent_tree, result_tree)?,
+                    TreeMerge::Clean(t) if t == info.tree
+                );
+            return Ok(same.then_some(at));
+        }
+        at = parent;
+    }
+    Ok(None)
+}
+
+fn build_unpinned(
+    store: &Store,
+    strategy: Strategy,
+    onto: Oid,
+    entry: &Entry,
+    names: &Names,
+) -> Result<Built, StoreError> {
+    // Landed before a crash cut the record: recorded now, nothing moves.
+    if let Some(landed) = lost_landing(store, strategy, onto, entry, names)? {
+        return Ok(Built::Commits {
+            tip: onto,
+            commits: vec![landed],
+        });
+    }
     let onto_tree = store.commit_info(onto)?.tree;
     let now = crate::clock::now_secs();
     let author = (names.author.0, names.author.1, now, 0);

@@ -148,7 +148,11 @@ pub fn cancel(store: &Store, moves: &[Move]) {
 pub fn finish(store: &Store, moves: &[Move]) -> Vec<String> {
     let mut problems = Vec::new();
     for m in moves {
-        match Git::new(&m.path).run(["read-tree", "-m", "-u", &m.old, &m.new]) {
+        // The new tip's objects may be ones git-orch just wrote and a
+        // prune beside it took: `retrying` writes them again.
+        let moved = store
+            .retrying(|| Ok(Git::new(&m.path).run(["read-tree", "-m", "-u", &m.old, &m.new])?));
+        match moved {
             Ok(_) => {
                 let _ = std::fs::remove_file(marker_path(store, &m.path));
             }

@@ -591,6 +591,10 @@ impl Queue {
                     Built::Conflict(c) => return Ok((tip, stack, Some((e, c)))),
                 }
             }
+            if !stack.is_empty() {
+                // Built and pinned; not yet checked out, gated or landed.
+                crate::failpoint::hit("land.built");
+            }
             Ok((tip, stack, None))
         })
         .await

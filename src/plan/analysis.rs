@@ -960,6 +960,23 @@ pub fn is_placeholder_command(cmd: &str) -> bool {
         || (c.starts_with('<') && c.ends_with('>'))
 }
 
+/// Whether a verification is a sentence about a command rather than one
+/// (the skeleton's "a command that fails until it is done, e.g. …"): its
+/// first word is an article or a word no program is named, or it gives an
+/// example. Run as a command it fails every attempt for a reason no agent
+/// can fix.
+pub fn is_prose(cmd: &str) -> bool {
+    const SENTENCE_STARTS: [&str; 10] = [
+        "a", "an", "the", "ensure", "should", "must", "it", "all", "every", "when",
+    ];
+    let first = cmd.split_whitespace().next().unwrap_or_default();
+    let lower = cmd.to_ascii_lowercase();
+    cmd.split_whitespace().count() > 1
+        && (SENTENCE_STARTS.contains(&first.to_ascii_lowercase().as_str())
+            || lower.contains("e.g.")
+            || lower.contains("i.e."))
+}
+
 fn review_warnings(
     plan: &Plan,
     paths: &[String],
@@ -969,7 +986,18 @@ fn review_warnings(
 ) {
     let mut by_command: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for s in &plan.subtasks {
-        if is_placeholder_command(&s.verification) {
+        if is_prose(&s.verification) {
+            out.findings.push(finding(
+                "prose-verification",
+                Severity::Blocking,
+                vec![s.id.to_string()],
+                format!(
+                    "{}'s verification {:?} reads as a description, not a command: it would fail every attempt; write the command itself (e.g. `cargo test {}`)",
+                    s.id, s.verification, s.id
+                ),
+                serde_json::Value::Null,
+            ));
+        } else if is_placeholder_command(&s.verification) {
             out.findings.push(finding(
                 "placeholder-verification",
                 Severity::Warning,
@@ -1410,6 +1438,29 @@ mod tests {
             ))
             .contains(&"fan-out")
         );
+    }
+
+    #[test]
+    fn a_verification_that_describes_a_command_blocks() {
+        let mut t = three_clean();
+        t[0].2 = "a command that fails until it is done, e.g. cargo test first";
+        let a = analyse(&plan(&t), &paths(&["src/a/x"]), &rules());
+        let f = a
+            .findings
+            .iter()
+            .find(|f| f.code == "prose-verification")
+            .expect("prose-verification");
+        assert_eq!(f.severity, Severity::Blocking);
+        for cmd in [
+            "The tests pass",
+            "ensure the build works",
+            "run it, i.e. make",
+        ] {
+            assert!(is_prose(cmd), "{cmd:?}");
+        }
+        for cmd in ["cargo test first", "test -s docs/first.md", "make all", "a"] {
+            assert!(!is_prose(cmd), "{cmd:?}");
+        }
     }
 
     #[test]

@@ -216,13 +216,39 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, PlanError> {
         let message = strip_position(&e.to_string());
         PlanError::Shape {
             hint: unknown_field_hint(&message),
-            message,
+            message: match failing_subtask(text) {
+                Some(which) => format!("{which}: {message}"),
+                None => message,
+            },
             line: e.line(),
             column: e.column(),
         }
     })?;
     validate(&plan)?;
     Ok(plan)
+}
+
+/// The subtask a shape error is in, as a person would name it (`subtask
+/// lint`, or `subtask 3` when it has no usable id): serde's "missing
+/// field `verification`" points at the end of the object, not at which.
+fn failing_subtask(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    let subtasks = value.get("subtasks")?.as_array()?;
+    subtasks.iter().enumerate().find_map(|(i, sub)| {
+        serde_json::from_value::<Subtask>(sub.clone()).err()?;
+        Some(match sub.get("id").and_then(|id| id.as_str()) {
+            Some(id)
+                if !id.is_empty()
+                    && id.len() <= 64
+                    && id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) =>
+            {
+                format!("subtask {id}")
+            }
+            _ => format!("subtask {}", i + 1),
+        })
+    })
 }
 
 /// serde_json appends " at line L column C"; the error carries them apart.
@@ -504,6 +530,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_missing_field_names_its_subtask() {
+        let two = minimal().replace(
+            "]}",
+            r#",{"id":"lint","title":"L","owned_globs":["l/**"],"deliverable":"l"}]}"#,
+        );
+        let err = parse(two.as_bytes()).expect_err("missing").to_string();
+        assert!(
+            err.starts_with("subtask lint: missing field `verification`"),
+            "{err}"
+        );
+        // An id that is no id is named by position, never printed.
+        let hostile = two.replace("\"lint\"", "\"\\u001b[2Jx\"");
+        let err = parse(hostile.as_bytes()).expect_err("missing").to_string();
+        assert!(err.starts_with("subtask 2: "), "{err}");
+        assert!(!err.contains('\u{1b}'), "{err}");
     }
 
     #[test]

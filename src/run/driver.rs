@@ -524,6 +524,7 @@ impl<'p> Driver<'p> {
         self.store.append(vec![Event::RunFinished {
             run_id: self.ctx.run.clone(),
             summary: summary.clone(),
+            closed: None,
         }])?;
         // The run is archived: its attempts' worktrees and branches go by
         // `[orch] cleanup` and the cleanup rules (never a dirty one, never

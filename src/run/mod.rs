@@ -46,8 +46,12 @@ pub struct RunOptions {
     pub start_only: bool,
     /// Run these tasks again even if an earlier run landed them.
     pub redo: Vec<TaskId>,
-    /// Run every task again: carry nothing over from earlier runs.
+    /// Never resume: close an unfinished run of the plan (recorded) and
+    /// start a fresh one from the target's tip, with the configuration
+    /// there; landed work is carried as usual.
     pub new: bool,
+    /// Run every task again: carry nothing over from earlier runs.
+    pub redo_all: bool,
     /// Candidates per task and round (best of N).
     pub best_of: Option<u32>,
 }
@@ -237,6 +241,11 @@ pub struct DryRun {
     pub settings: RunSettings,
     /// (task, status, would dispatch now).
     pub tasks: Vec<(String, String, bool)>,
+    /// Tasks the plan's last finished run landed that this run would do
+    /// again, and why.
+    pub redone: BTreeMap<TaskId, String>,
+    /// The unfinished run `--new` would close.
+    pub closes: Option<RunId>,
 }
 
 /// A run id: the plan id (shortened) and six random hex digits.
@@ -336,12 +345,31 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     let state = crate::state::SharedIndex::open(store)?;
     let previous = state.read(store, |index| unfinished(index, plan_id))?;
     if let Some(prev) = &previous
-        && prev.plan_hash != revision.hash
         && !opts.dry_run
     {
-        supersede(store, prev, &revision)?;
+        if prev.plan_hash != revision.hash {
+            supersede(
+                store,
+                prev,
+                &revision,
+                format!("replaced by revision {} of the plan", revision.revision),
+            )?;
+        } else if opts.new {
+            refuse_foreign(store, prev)?;
+            supersede(
+                store,
+                prev,
+                &revision,
+                "replaced by a fresh run (`git orch run --new`)".into(),
+            )?;
+        }
     }
-    let resume = previous.filter(|p| p.plan_hash == revision.hash);
+    // The unfinished run `--new` closes (or would, in a dry run).
+    let closes = previous
+        .as_ref()
+        .filter(|p| opts.new && p.plan_hash == revision.hash)
+        .map(|p| p.id.clone());
+    let resume = previous.filter(|p| p.plan_hash == revision.hash && !opts.new);
     if let Some(r) = &resume {
         refuse_foreign(store, r)?;
     }
@@ -362,10 +390,12 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         refuse_unpublished(store, remote.as_deref(), &target, base)?;
     }
     let settings = settings_at(store, base)?;
-    let warnings = if opts.dry_run || resume.is_some() {
-        Vec::new()
-    } else {
-        config_warnings(store, base)?
+    let warnings = match &resume {
+        _ if opts.dry_run => Vec::new(),
+        Some(r) => config_drift(store, r, &target, target_tip)?
+            .into_iter()
+            .collect(),
+        None => config_warnings(store, base)?,
     };
     // A sandbox that is asked for but cannot work, or a bind that
     // cannot, stops the run before anything is written.
@@ -409,8 +439,8 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             best_of: opts.best_of.unwrap_or(1).max(1),
         },
     };
-    let carried = match &resume {
-        Some(_) => BTreeMap::new(),
+    let Carrying { carried, redone } = match &resume {
+        Some(_) => Carrying::default(),
         None => state.read(store, |index| {
             carried_tasks(store, index, &revision, &target, opts)
         })?,
@@ -446,6 +476,8 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
                 })
                 .collect(),
             settings: run_settings,
+            redone,
+            closes,
         }));
     }
     if resume.is_none()
@@ -504,6 +536,13 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     )?;
     ctx.warnings = warnings;
     ctx.agent_warnings = agent_warnings;
+    if !opts.dry_run {
+        ctx.warnings.extend(unpassed_variables(
+            &ctx.settings,
+            &ctx.run_settings.agent,
+            ctx.plan(),
+        ));
+    }
     if resume.is_some() {
         return Ok(Prepared::Resumed(ctx));
     }
@@ -565,7 +604,12 @@ fn refuse_unpublished(
 
 /// Closes an unfinished run of an older revision, so it is never resumed
 /// against a plan nobody approved any more.
-fn supersede(store: &Store, prev: &RunState, revision: &PlanRevision) -> Result<(), RunError> {
+fn supersede(
+    store: &Store,
+    prev: &RunState,
+    revision: &PlanRevision,
+    why: String,
+) -> Result<(), RunError> {
     if let Err(holder) =
         crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
     {
@@ -577,6 +621,7 @@ fn supersede(store: &Store, prev: &RunState, revision: &PlanRevision) -> Result<
     store.append(vec![Event::RunFinished {
         run_id: prev.id.clone(),
         summary: summarize(prev, &revision.plan),
+        closed: Some(why),
     }])?;
     Ok(())
 }
@@ -668,6 +713,82 @@ fn refuse_dirty(store: &Store, plan: &Plan, target: &str) -> Result<(), RunError
     })
 }
 
+/// What a resumed run should say when `.orch/config` on its target has
+/// changed since its base: the run keeps the configuration of its base (a
+/// fixed agent command would not reach it), and `--new` is how to get a
+/// run with the new one.
+fn config_drift(
+    store: &Store,
+    run: &RunState,
+    target: &str,
+    tip: Option<Oid>,
+) -> Result<Option<String>, RunError> {
+    let (Ok(base), Some(tip)) = (store.parse_oid(&run.base), tip) else {
+        return Ok(None);
+    };
+    if base == tip {
+        return Ok(None);
+    }
+    let path = crate::store::config::PROJECT_CONFIG;
+    if store.file_at(base, path)? == store.file_at(tip, path)? {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "{path} on {target} changed since run {} started from {}; a resumed run keeps the configuration of its base. `git orch run {} --new` closes this run and starts a fresh one from {target}'s tip with the new configuration (landed work is carried)",
+        run.id,
+        &run.base[..12.min(run.base.len())],
+        run.plan_id
+    )))
+}
+
+/// Warnings for command agents of this run whose template names a
+/// variable of the user's shell that the allow-listed environment leaves
+/// out: it would expand to nothing, silently. Each names the `passEnv`
+/// that lets it through.
+fn unpassed_variables(settings: &Settings, agent: &str, plan: &crate::plan::Plan) -> Vec<String> {
+    use crate::agent::{AgentKind, AgentSpec, environment};
+    let mut names: Vec<&str> = vec![agent];
+    names.extend(settings.fallback.iter().map(String::as_str));
+    for sub in &plan.subtasks {
+        names.extend(sub.agent.as_deref());
+        names.extend(sub.candidates.iter().map(String::as_str));
+    }
+    names.sort_unstable();
+    names.dedup();
+    let extra = std::env::var(crate::sandbox::PASS_ENV).unwrap_or_default();
+    let mut warnings = Vec::new();
+    for name in names {
+        let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
+            continue; // an unknown agent is the preflight's to report
+        };
+        if spec.kind != AgentKind::Command {
+            continue;
+        }
+        let mut patterns: Vec<&str> = environment::BASE.to_vec();
+        patterns.extend(spec.pass_env.iter().map(String::as_str));
+        patterns.extend(settings.sandbox.pass_env.iter().map(String::as_str));
+        patterns.extend(
+            extra
+                .split([' ', ','])
+                .map(str::trim)
+                .filter(|p| !p.is_empty()),
+        );
+        // Variables the agent's own `env = NAME=VALUE` sets are there.
+        let set: Vec<&str> = spec.env.iter().map(|(k, _)| k.as_str()).collect();
+        patterns.extend(set);
+        let text = std::iter::once(spec.command.clone().unwrap_or_default())
+            .chain(spec.args.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for var in environment::unpassed_references(&text, &patterns) {
+            warnings.push(format!(
+                "agent {name}'s command names ${var}, which agents do not get (only allow-listed variables reach them): it will expand to nothing. Add `passEnv = {var}` to `[agent \"{name}\"]` (or `[sandbox] passEnv`) in .orch/config to pass it"
+            ));
+        }
+    }
+    warnings
+}
+
 /// What a person should know before the run starts: project settings
 /// edited but not committed are not what the run reads.
 fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
@@ -687,16 +808,27 @@ fn config_warnings(store: &Store, base: Oid) -> Result<Vec<String>, RunError> {
         .collect())
 }
 
+/// What a new run takes over from the plan's last finished run.
+#[derive(Default)]
+struct Carrying {
+    /// Tasks landed before, whose product is unchanged: done without an
+    /// attempt.
+    carried: BTreeMap<TaskId, crate::event::Carried>,
+    /// Tasks landed before that run again, and why.
+    redone: BTreeMap<TaskId, String>,
+}
+
 /// The tasks of `revision` that the plan's last finished run on `target`
-/// already landed (or carried), with an identical subtask definition;
-/// `--new` carries none, `--redo` leaves the named ones out.
+/// already landed (or carried), whose [product](product) is unchanged;
+/// `--redo-all` carries none, `--redo` leaves the named ones out. The others
+/// that landed there are listed with the reason they run again.
 fn carried_tasks(
     store: &Store,
     index: &mut StateIndex,
     revision: &PlanRevision,
     target: &str,
     opts: &RunOptions,
-) -> Result<BTreeMap<TaskId, crate::event::Carried>, RunError> {
+) -> Result<Carrying, RunError> {
     for t in &opts.redo {
         if revision.plan.subtask(t.as_str()).is_none() {
             return Err(RunError::UnknownTask {
@@ -705,34 +837,19 @@ fn carried_tasks(
             });
         }
     }
-    if opts.new {
-        return Ok(BTreeMap::new());
-    }
+    let mut out = Carrying::default();
     let Some(last) = index.last_finished_of_plan(&revision.plan.id)? else {
-        return Ok(BTreeMap::new());
+        return Ok(out);
     };
     let Some(run) = index.run(&last.id)?.cloned() else {
-        return Ok(BTreeMap::new());
+        return Ok(out);
     };
-    if run.target != target {
-        return Ok(BTreeMap::new());
-    }
     let before = if run.plan_hash == revision.hash {
         revision.plan.clone()
     } else {
         plan_of(store, &run)?.plan
     };
-    let mut out = BTreeMap::new();
     for sub in &revision.plan.subtasks {
-        if opts.redo.contains(&sub.id) {
-            continue;
-        }
-        let Some(old) = before.subtask(sub.id.as_str()) else {
-            continue;
-        };
-        if fingerprint(old) != fingerprint(sub) {
-            continue;
-        }
         let Some(t) = run.tasks.get(&sub.id) else {
             continue;
         };
@@ -747,14 +864,69 @@ fn carried_tasks(
             (Some(c), None) if t.attempts.is_empty() => c.clone(),
             _ => continue,
         };
-        out.insert(sub.id.clone(), carried);
+        let changed = before
+            .subtask(sub.id.as_str())
+            .map(|old| changed_product(old, sub));
+        let why = if opts.redo_all {
+            Some("--redo-all".to_owned())
+        } else if opts.redo.contains(&sub.id) {
+            Some("--redo names it".to_owned())
+        } else if run.target != target {
+            Some(format!(
+                "run {} landed it on {}, not {target}",
+                run.id, run.target
+            ))
+        } else {
+            match changed {
+                None => Some(format!("run {} had no subtask of that id", run.id)),
+                Some(fields) if !fields.is_empty() => Some(format!(
+                    "its {} changed since run {} landed it",
+                    fields.join(", "),
+                    run.id
+                )),
+                Some(_) => None,
+            }
+        };
+        match why {
+            Some(why) => {
+                out.redone.insert(sub.id.clone(), why);
+            }
+            None => {
+                out.carried.insert(sub.id.clone(), carried);
+            }
+        }
     }
     Ok(out)
 }
 
-/// What identifies a subtask's definition across plan revisions.
-fn fingerprint(sub: &crate::plan::Subtask) -> blake3::Hash {
-    blake3::hash(&serde_json::to_vec(sub).expect("subtasks serialise"))
+/// What a subtask produces and how that is judged, field by field: its
+/// title and deliverable (what the agent is asked for), its owned globs,
+/// its verification and its gates' commands and modes. Not how it is run
+/// (agent, candidates, retries, branch, serial, dependencies, gate
+/// timeouts): changing those never redoes landed work.
+fn product(sub: &crate::plan::Subtask) -> [(&'static str, serde_json::Value); 5] {
+    let gates: BTreeMap<&String, serde_json::Value> = sub
+        .gates
+        .iter()
+        .map(|(name, g)| (name, serde_json::json!([g.run, g.mode])))
+        .collect();
+    [
+        ("title", serde_json::json!(sub.title)),
+        ("deliverable", serde_json::json!(sub.deliverable)),
+        ("owned globs", serde_json::json!(sub.owned_globs)),
+        ("verification", serde_json::json!(sub.verification)),
+        ("gates", serde_json::json!(gates)),
+    ]
+}
+
+/// The fields of [`product`] that differ between two definitions.
+fn changed_product(old: &crate::plan::Subtask, new: &crate::plan::Subtask) -> Vec<&'static str> {
+    product(old)
+        .into_iter()
+        .zip(product(new))
+        .filter(|((_, a), (_, b))| a != b)
+        .map(|((name, _), _)| name)
+        .collect()
 }
 
 /// Starts a run shared through `remote`: claims the plan's start there
@@ -947,6 +1119,7 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         by: None,
         stopped: None,
         finished: None,
+        closed: None,
         tasks: Default::default(),
         claims: Default::default(),
         landings: Vec::new(),
@@ -989,7 +1162,7 @@ pub fn summarize(run: &RunState, plan: &Plan) -> RunSummary {
             })
             .count();
     }
-    s.cost_usd = run.cost();
+    s.cost_usd = view::run_usage(run).cost_usd;
     let end = run
         .attempts()
         .filter_map(|(_, a)| a.finished_ms)
@@ -1061,12 +1234,26 @@ pub fn plan_of(store: &Store, run: &RunState) -> Result<PlanRevision, RunError> 
         })
 }
 
-/// The run a command means: `given`, else the newest unfinished run, else
-/// the newest run.
+/// The run a command means: `given` (a run id, or a plan id for that
+/// plan's newest unfinished run, else its newest finished one), else the
+/// newest unfinished run, else the newest run.
 pub fn pick_run(index: &mut StateIndex, given: Option<&str>) -> Result<RunState, RunError> {
     if let Some(g) = given {
         let id = RunId::new(g)?;
-        return index.run(&id)?.cloned().ok_or(RunError::NoRun(id));
+        if let Some(run) = index.run(&id)?.cloned() {
+            return Ok(run);
+        }
+        if let Ok(plan) = PlanId::new(g) {
+            if let Some(run) = unfinished(index, &plan)? {
+                return Ok(run);
+            }
+            if let Some(brief) = index.last_finished_of_plan(&plan)?
+                && let Some(run) = index.run(&brief.id)?.cloned()
+            {
+                return Ok(run);
+            }
+        }
+        return Err(RunError::NoRun(id));
     }
     let newest = index
         .newest_run()

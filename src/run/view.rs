@@ -154,7 +154,7 @@ impl Default for Usage {
             output_tokens: 0,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
-            cost_usd: Some(0.0),
+            cost_usd: None,
             cost: CostKind::None,
             runs: 0,
             runs_without_tokens: 0,
@@ -195,8 +195,13 @@ pub fn usage<'a>(attempts: impl IntoIterator<Item = &'a AttemptState>) -> Usage 
         (_, _, e) if e > 0 => CostKind::Estimated,
         _ => CostKind::Reported,
     };
-    // `sum` of no floats would be -0.0, which prints as "-0.00".
-    u.cost_usd = (u.cost != CostKind::Unknown).then_some(0.0 + cost);
+    // A number only where some agent reported or was priced: nothing
+    // reported yet is not $0.00. (`sum` of no floats would be -0.0.)
+    u.cost_usd = matches!(
+        u.cost,
+        CostKind::Reported | CostKind::Estimated | CostKind::Partial
+    )
+    .then_some(0.0 + cost);
     u
 }
 
@@ -216,16 +221,20 @@ impl Usage {
         let usd = self.cost_usd.unwrap_or(0.0);
         match self.cost {
             CostKind::Unknown => "unknown".to_owned(),
+            CostKind::None => "none reported yet".to_owned(),
             CostKind::Partial => format!("${usd:.2}+?"),
             CostKind::Estimated => format!("~${usd:.2}"),
-            CostKind::None | CostKind::Reported => format!("${usd:.2}"),
+            CostKind::Reported => format!("${usd:.2}"),
         }
     }
 
     /// Tokens for people: `12.3k in, 1.1k out`, or `tokens unknown` when
     /// agents ran and none reported any.
     pub fn tokens_text(&self) -> String {
-        if self.runs > 0 && self.runs_without_tokens == self.runs {
+        if self.runs == 0 {
+            return "no tokens reported yet".to_owned();
+        }
+        if self.runs_without_tokens == self.runs {
             return "tokens unknown".to_owned();
         }
         format!(
@@ -431,7 +440,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
             attempts: t.map_or(0, |t| t.attempts.len()),
             agent: last.map(|a| a.agent.clone()),
             elapsed_ms,
-            cost_usd: t.map_or(Some(0.0), |t| usage(&t.attempts).cost_usd),
+            cost_usd: t.and_then(|t| usage(&t.attempts).cost_usd),
             usage: t.map(|t| usage(&t.attempts)).unwrap_or_default(),
             attempt_usage: t.map_or_else(Vec::new, |t| {
                 t.attempts
@@ -493,7 +502,7 @@ impl RunStanding {
 }
 
 /// The exit code `git orch run` ends with for a run that has ended as
-/// `run` says (DESIGN.md §4), or `None` while it goes on: 0 when every
+/// `run` says (docs/cli.md, exit codes), or `None` while it goes on: 0 when every
 /// task is done or skipped, 3 when some are not, 64 for a spent budget, 65
 /// for the circuit breaker, 78 for an agent that cannot work as
 /// configured, 130 when interrupted.
@@ -535,6 +544,17 @@ pub fn run_usage(run: &RunState) -> Usage {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nothing_reported_yet_is_no_number_anywhere() {
+        let u = usage(std::iter::empty());
+        assert_eq!(u.cost, CostKind::None);
+        assert_eq!(u.cost_usd, None);
+        assert_eq!(u.text(), "none reported yet, no tokens reported yet");
+        assert_eq!(u.tokens_cell(), "-");
+        let json = serde_json::to_value(u).expect("serialises");
+        assert!(json["cost_usd"].is_null(), "{json}");
+    }
 
     #[test]
     fn names_are_one_word_and_unique() {

@@ -562,14 +562,33 @@ pub fn import_result(
         }
         Err(ImportError::Store(e)) => return Err(e),
     };
-    // Aider's repo-map cache is not the agent's work.
-    let tree = match store.snapshot_tree(&checkout, &[".aider*"], limits) {
-        Ok(tree) => tree,
-        Err(ImportError::Refused(why)) => {
-            hand_over(store, p)?;
-            return Ok(Err(why));
+    // Aider's repo-map cache is not the agent's work. What `git add`
+    // writes is unreachable until the result's branch names it: a prune
+    // beside the run can take it first, so it is taken into the journal
+    // that keeps git-orch's own objects, and written anew if one is gone.
+    let head_tree = store.commit_info(head)?.tree;
+    let mut tries = 0;
+    let tree = loop {
+        let tree = match store.snapshot_tree(&checkout, &[".aider*"], limits) {
+            Ok(tree) => tree,
+            Err(ImportError::Refused(why)) => {
+                hand_over(store, p)?;
+                return Ok(Err(why));
+            }
+            Err(ImportError::Store(e)) => return Err(e),
+        };
+        if store.adopt_tree(Some(head_tree), tree)? {
+            break tree;
         }
-        Err(ImportError::Store(e)) => return Err(e),
+        tries += 1;
+        if tries == 5 {
+            return Err(StoreError::Corrupt(format!(
+                "the objects of {task} attempt {n}'s result kept vanishing while they were written (a `git prune` looping beside the run?)"
+            )));
+        }
+        // Without the index's record of the files, git hashes them all
+        // again and writes what is missing.
+        store.index_from(&checkout, head)?;
     };
     // A nested repository is not work to land: its gitlink points at
     // commits this repository does not have, and git would run commands

@@ -8,7 +8,16 @@
 
 use std::path::{Path, PathBuf};
 
-use super::SandboxError;
+/// A `[sandbox] bind` or `roBind` that cannot work, or would undo what
+/// the sandbox hides.
+#[derive(Debug, thiserror::Error)]
+#[error("[sandbox] {key} = {value}: {why}\nhint: {hint}")]
+pub struct BindError {
+    pub key: &'static str,
+    pub value: String,
+    pub why: String,
+    pub hint: String,
+}
 
 /// What a bind must not hold or lie in, with a word for people.
 pub struct Hidden<'a> {
@@ -24,8 +33,8 @@ pub struct Bind {
     pub writable: bool,
 }
 
-fn bad(key: &'static str, value: &Path, why: String, hint: String) -> SandboxError {
-    SandboxError::BadBind {
+fn bad(key: &'static str, value: &Path, why: String, hint: String) -> BindError {
+    BindError {
         key,
         value: value.display().to_string(),
         why,
@@ -39,7 +48,7 @@ fn check_one(
     path: &Path,
     writable: bool,
     hidden: &Hidden,
-) -> Result<Bind, SandboxError> {
+) -> Result<Bind, BindError> {
     let expanded = match (path.strip_prefix("~"), hidden.home) {
         (Ok(rest), Some(h)) => h.join(rest),
         (Ok(_), None) => {
@@ -121,7 +130,7 @@ pub fn check(
     ro_bind: &[PathBuf],
     bind: &[PathBuf],
     hidden: &Hidden,
-) -> Result<Vec<Bind>, SandboxError> {
+) -> Result<Vec<Bind>, BindError> {
     let ro = ro_bind
         .iter()
         .map(|p| check_one("roBind", p, false, hidden));
@@ -153,7 +162,7 @@ mod tests {
         }
     }
 
-    fn why(e: SandboxError) -> String {
+    fn why(e: BindError) -> String {
         e.to_string()
     }
 

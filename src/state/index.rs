@@ -435,7 +435,8 @@ impl StateIndex {
                 // was set back and `git gc` pruned it, or objects were lost
                 // and the ref repaired) cannot be compared with: like a ref
                 // moved other than forward, start over from every ref as it
-                // is, which never needs the old tips.
+                // is, which never needs the old tips. (Damage at the tip
+                // itself is met again there, and named.)
                 let Ok(changes) = store.log_changes(name, old, *tip) else {
                     rebuild = true;
                     break;
@@ -485,19 +486,24 @@ impl StateIndex {
         // Logs with commits git-orch did not write are not folded (see
         // `refresh`).
         for (name, tip) in &tips {
-            // A log whose commits cannot all be read is not trusted at all
-            // (`read_log` reported what it could not read); the others
-            // still count.
-            let forged = store
-                .check_log_commits(name, None, *tip)
-                .unwrap_or_else(|e| {
-                    vec![Problem {
+            // A log whose objects are missing or unreadable (a crash, a
+            // prune) stops the command with the repair to run: folding
+            // around it would forget what this clone did and redo it. A
+            // log whose commits cannot all be read otherwise is not
+            // trusted at all (`read_log` reported what it could not read);
+            // the others still count.
+            let forged = match store.check_log_commits(name, None, *tip) {
+                Ok(forged) => forged,
+                Err(e) => match e.at_ref(name) {
+                    damaged @ StoreError::Damaged { .. } => return Err(damaged),
+                    e => vec![Problem {
                         reference: name.clone(),
                         seq: None,
                         path: tip.to_string(),
                         reason: format!("its commits cannot all be read: {e}"),
-                    }]
-                });
+                    }],
+                },
+            };
             let trusted = trusted_below(&forged);
             view.entries
                 .retain(|e| e.reference != *name || e.record.seq < trusted);

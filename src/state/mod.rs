@@ -452,6 +452,8 @@ pub struct RunState {
     /// The last stop since the last driver took over.
     pub stopped: Option<(StopReason, String)>,
     pub finished: Option<RunSummary>,
+    /// Why it was closed before its tasks ended, if it was.
+    pub closed: Option<String>,
     pub tasks: BTreeMap<TaskId, TaskState>,
     /// Claims recorded by workers, by claim commit (see `worker`).
     pub claims: BTreeMap<String, ClaimState>,
@@ -574,6 +576,7 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 by: by.clone(),
                 stopped: None,
                 finished: None,
+                closed: None,
                 tasks: carried
                     .iter()
                     .map(|(task, c)| {
@@ -889,9 +892,14 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                 run.stopped = Some((*reason, detail.clone()));
             }
         }
-        Event::RunFinished { run_id, summary } => {
+        Event::RunFinished {
+            run_id,
+            summary,
+            closed,
+        } => {
             if let Some(run) = runs.get_mut(run_id) {
                 run.finished = Some(summary.clone());
+                run.closed = closed.clone();
             }
         }
         Event::WorkspaceCleaned {

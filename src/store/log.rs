@@ -278,7 +278,9 @@ impl Store {
 
     /// Runs one atomic operation: `plan` reads whatever it needs and returns
     /// the events and ref updates to apply; they land together or not at all.
-    /// On a lost race, `plan` runs again against fresh state.
+    /// On a lost race, `plan` runs again against fresh state. If the object
+    /// database ran out of pack index slots (a `git repack` beside a long
+    /// run), the operation runs again on a freshly opened one.
     pub fn transact<T, E>(
         &self,
         mut plan: impl FnMut(&Store) -> std::result::Result<(Operation, T), E>,
@@ -286,36 +288,60 @@ impl Store {
     where
         E: From<StoreError>,
     {
-        for attempt in 0..MAX_TRIES {
-            let mut guard = self.lock(LOG_LOCK, "appending")?;
-            let writer = self.ensure_writer()?;
-            let (op, value) = plan(self)?;
-            if op.events.is_empty() {
-                guard.intend(op.refs.iter().map(|u| u.name.as_str()));
-                if self.apply(&op.refs)? == Applied::Done {
-                    return Ok((Vec::new(), value));
+        let mut fresh: Option<Store> = None;
+        let mut attempt = 0;
+        while attempt < MAX_TRIES {
+            let store = fresh.as_ref().unwrap_or(self);
+            match store.transact_round(&mut plan) {
+                Ok(Some(done)) => return Ok(done),
+                Ok(None) => {
+                    backoff(attempt);
+                    attempt += 1;
                 }
-            } else {
-                let (records, update) = self.prepare_append(&writer, op.events)?;
-                let mut updates = Vec::with_capacity(op.refs.len() + 1);
-                updates.push(update);
-                updates.extend(op.refs);
-                guard.intend(updates.iter().map(|u| u.name.as_str()));
-                crate::failpoint::hit("append.objects-written");
-                if self.apply(&updates)? == Applied::Done {
-                    drop(guard);
-                    self.maintain_if_due(&records);
-                    return Ok((records, value));
-                }
+                Err(Round::Exhausted(_)) if fresh.is_none() => fresh = Some(self.fresh()?),
+                Err(Round::Exhausted(e)) => return Err(e.into()),
+                Err(Round::Failed(e)) => return Err(e),
             }
-            drop(guard);
-            backoff(attempt);
         }
         Err(StoreError::Contention {
             reference: format!("{LOG_PREFIX}…"),
             attempts: MAX_TRIES,
         }
         .into())
+    }
+
+    /// One try of [`Store::transact`]: `None` when a ref moved meanwhile.
+    fn transact_round<T, E>(
+        &self,
+        plan: &mut impl FnMut(&Store) -> std::result::Result<(Operation, T), E>,
+    ) -> std::result::Result<Option<(Vec<Record>, T)>, Round<E>>
+    where
+        E: From<StoreError>,
+    {
+        let mut guard = self.lock(LOG_LOCK, "appending").map_err(Round::from)?;
+        let writer = self.ensure_writer().map_err(Round::from)?;
+        let (op, value) = plan(self).map_err(Round::Failed)?;
+        if op.events.is_empty() {
+            guard.intend(op.refs.iter().map(|u| u.name.as_str()));
+            if self.apply(&op.refs).map_err(Round::from)? == Applied::Done {
+                return Ok(Some((Vec::new(), value)));
+            }
+            return Ok(None);
+        }
+        let (records, update) = self
+            .prepare_append(&writer, op.events)
+            .map_err(Round::from)?;
+        let mut updates = Vec::with_capacity(op.refs.len() + 1);
+        updates.push(update);
+        updates.extend(op.refs);
+        guard.intend(updates.iter().map(|u| u.name.as_str()));
+        crate::failpoint::hit("append.objects-written");
+        if self.apply(&updates).map_err(Round::from)? == Applied::Done {
+            drop(guard);
+            self.maintain_if_due(&records);
+            return Ok(Some((records, value)));
+        }
+        Ok(None)
     }
 
     /// Like [`Store::transact`], but before the refs move here, `publish`
@@ -397,7 +423,7 @@ impl Store {
         let tips = self.log_tips()?;
         let tip = tips.iter().find(|(n, _)| *n == name).map(|(_, id)| *id);
         let (own, base_tree) = match tip {
-            Some(t) => self.tip_info(t)?,
+            Some(t) => self.tip_info(t).map_err(|e| e.at_ref(&name))?,
             None => (TipPosition::default(), self.empty_tree_id()),
         };
         let others = tips
@@ -476,7 +502,7 @@ impl Store {
                     reference: reference.clone(),
                     seq: None,
                     path: tip.to_string(),
-                    reason: e.to_string(),
+                    reason: e.at_ref(&reference).to_string(),
                 }),
             }
         }
@@ -683,7 +709,7 @@ impl Store {
                     reference: reference.clone(),
                     seq: None,
                     path: tip.to_string(),
-                    reason: e.to_string(),
+                    reason: e.at_ref(&reference).to_string(),
                 });
             }
             for (path, id) in newest {
@@ -773,6 +799,12 @@ impl Store {
         let mut entries = Vec::with_capacity(found.len());
         let mut problems = Vec::new();
         for (f, result) in found.into_iter().zip(results.into_iter().flatten()) {
+            // A blob this process wrote that a prune took after its ref
+            // moved is written again and read once more.
+            let result = match result {
+                Err(_) => self.healing(f.id, || parse_entry(&self.repo, &f)),
+                ok => ok,
+            };
             match result {
                 Ok(record) => entries.push(Entry {
                     id: f.id,
@@ -788,6 +820,24 @@ impl Store {
             }
         }
         (entries, problems)
+    }
+}
+
+/// Why one round of [`Store::transact`] did not finish.
+enum Round<E> {
+    /// The object database has no room for another pack index: the round
+    /// may run again on a fresh one.
+    Exhausted(StoreError),
+    Failed(E),
+}
+
+impl<E: From<StoreError>> From<StoreError> for Round<E> {
+    fn from(e: StoreError) -> Self {
+        if e.is_odb_exhausted() {
+            Round::Exhausted(e)
+        } else {
+            Round::Failed(e.into())
+        }
     }
 }
 

@@ -66,13 +66,26 @@ impl Store {
         theirs: Oid,
         labels: [&str; 3],
     ) -> Result<TreeMerge> {
+        self.retrying(|| self.merge_trees_once(base, ours, theirs, labels))
+    }
+
+    fn merge_trees_once(
+        &self,
+        base: Oid,
+        ours: Oid,
+        theirs: Oid,
+        labels: [&str; 3],
+    ) -> Result<TreeMerge> {
         use gix::bstr::ByteSlice;
-        let options = self
-            .repo
+        // The merge writes its blobs and trees to memory; only a clean
+        // outcome's are written to the repository, through the journal
+        // like every object git-orch writes (see `super::durable`).
+        let mut repo = self.repo.clone();
+        repo.objects.enable_object_memory();
+        let options = repo
             .tree_merge_options()
             .map_err(|e| StoreError::git("reading merge options", e))?;
-        let mut outcome = self
-            .repo
+        let mut outcome = repo
             .merge_trees(
                 base,
                 ours,
@@ -97,7 +110,7 @@ impl Store {
                         merged_blob,
                     },
                 ) = &c.resolution
-                    && let Ok(blob) = self.repo.find_blob(merged_blob.merged_blob_id)
+                    && let Ok(blob) = repo.find_blob(merged_blob.merged_blob_id)
                 {
                     h = hunks(&String::from_utf8_lossy(&blob.data));
                 }
@@ -110,8 +123,16 @@ impl Store {
         let tree = outcome
             .tree
             .write()
-            .map_err(|e| StoreError::git("writing a merged tree", e))?;
-        Ok(TreeMerge::Clean(tree.detach()))
+            .map_err(|e| StoreError::git("writing a merged tree", e))?
+            .detach();
+        drop(outcome);
+        for (id, (kind, data)) in repo.objects.take_object_memory().unwrap_or_default().iter() {
+            let written = self
+                .write_new(*kind, data)
+                .map_err(|e| StoreError::git("writing a merged tree", e))?;
+            debug_assert_eq!(written, *id);
+        }
+        Ok(TreeMerge::Clean(tree))
     }
 
     /// Writes a commit with the given author (name, email, seconds, tz
@@ -161,9 +182,10 @@ impl Store {
             message: message.into(),
             extra_headers: Vec::new(),
         };
-        self.repo
-            .write_object(&commit)
-            .map(|id| id.detach())
+        let mut bytes = Vec::with_capacity(512);
+        gix::objs::WriteTo::write_to(&commit, &mut bytes)
+            .expect("writing a commit to a Vec cannot fail");
+        self.write_new(gix::objs::Kind::Commit, &bytes)
             .map_err(|e| StoreError::git("writing a commit", e))
     }
 

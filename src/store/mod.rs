@@ -13,14 +13,17 @@
 //! fresh read, never forced.
 
 pub mod config;
+pub mod durable;
 pub mod lock;
 pub mod log;
 pub mod merge;
 pub mod notes;
 pub mod objects;
+pub mod pins;
 pub mod quarantine;
 pub mod refs;
 pub mod remote;
+pub mod repair;
 pub mod scratch;
 pub mod sync;
 pub mod view;
@@ -76,15 +79,49 @@ pub enum StoreError {
         "refusing to update {reference}: this repository handle is a read-only view of a push in progress"
     )]
     ReadOnlyView { reference: String },
+    /// A ref whose file holds no object id, or whose objects are missing
+    /// or unreadable: what a crash that lost writes, or a prune beside an
+    /// older git-orch, leaves.
+    #[error(
+        "{reference} is damaged: {problem}\nhint: run `git orch fsck --repair`; it restores the ref from its reflog, a remote's copy or its newest intact commit, and says what, if anything, was lost"
+    )]
+    Damaged { reference: String, problem: String },
 }
 
 impl StoreError {
     pub(crate) fn git(context: impl Into<String>, err: impl Into<gix::Error>) -> Self {
         let err: gix::Error = err.into();
+        let message = chain(&err);
+        if message.contains(SLOTS_EXHAUSTED) {
+            // Every handle sharing this object database is stuck: the next
+            // open must make a new one.
+            ODB_GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         StoreError::Git {
             context: context.into(),
-            message: chain(&err),
+            message,
         }
+    }
+
+    /// This error as met reading `reference`: a missing or unreadable
+    /// object becomes [`StoreError::Damaged`], naming the ref and the
+    /// repair; anything else is kept as it is.
+    pub fn at_ref(self, reference: &str) -> Self {
+        match self {
+            StoreError::Git { context, message } if is_object_damage(&message) => {
+                StoreError::Damaged {
+                    reference: reference.to_owned(),
+                    problem: format!("{context}: {message}"),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// Whether the object database ran out of index slots (more packs
+    /// appeared than it was opened with room for): a fresh open works.
+    pub fn is_odb_exhausted(&self) -> bool {
+        matches!(self, StoreError::Git { message, .. } if message.contains(SLOTS_EXHAUSTED))
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
@@ -93,6 +130,23 @@ impl StoreError {
             source,
         }
     }
+}
+
+/// Whether a gix error says an object is missing or cannot be read (an
+/// empty or corrupt loose file). Only gix's own words: a record that is
+/// readable but wrong ("forged or corrupt") is not damage a repair of the
+/// ref could mend.
+pub(crate) fn is_object_damage(message: &str) -> bool {
+    [
+        "could not be found",
+        "Empty loose object",
+        "Could not read loose object",
+        "Loose object size mismatch",
+        "zlib",
+        "decompress",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
 }
 
 /// Joins a gix error tree into one line; `{}` alone shows only the top.
@@ -128,6 +182,30 @@ const OVERRIDES: [&str; 5] = [
     "core.filesRefLockTimeout=1000",
 ];
 
+/// How gix says a store's object database has no room for another pack
+/// index.
+const SLOTS_EXHAUSTED: &str = "too few index slots";
+
+/// Bumped whenever an object database ran out of index slots: shared and
+/// kept handles opened before are dropped at their next use.
+static ODB_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn odb_generation() -> u64 {
+    ODB_GENERATION.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Room for pack indexes in an object database, fixed for its lifetime.
+/// gix's default (the packs on disk at open × 1.1, at least 32) ran out
+/// when `git repack -d` beside a long run added a pack each time; a slot
+/// costs a few dozen bytes, so plenty are given. Running out still only
+/// makes the next open fresh ([`StoreError::is_odb_exhausted`]).
+fn slots() -> gix::odb::store::init::Slots {
+    gix::odb::store::init::Slots::AsNeededByDiskState {
+        multiplier: 2.0,
+        minimum: 4096,
+    }
+}
+
 /// An open repository plus the paths git-orch keeps beside it.
 pub struct Store {
     pub(crate) repo: gix::Repository,
@@ -145,6 +223,10 @@ pub struct Store {
     /// The folder holding the alternates of a quarantine view; removed
     /// when the last handle of the view is dropped (see [`view`]).
     object_view: Option<std::sync::Arc<tempfile::TempDir>>,
+    /// How hard writes reach the disk before a ref names them.
+    durability: durable::Durability,
+    /// [`ODB_GENERATION`] when this store was opened.
+    generation: u64,
 }
 
 impl Store {
@@ -154,8 +236,14 @@ impl Store {
     /// [`ceiling_above`]).
     pub fn discover(start: &Path) -> Result<Self, StoreError> {
         let mut trust = gix::sec::trust::Mapping::<gix::open::Options>::default();
-        trust.full = trust.full.config_overrides(OVERRIDES);
-        trust.reduced = trust.reduced.config_overrides(OVERRIDES);
+        trust.full = trust
+            .full
+            .config_overrides(OVERRIDES)
+            .object_store_slots(slots());
+        trust.reduced = trust
+            .reduced
+            .config_overrides(OVERRIDES)
+            .object_store_slots(slots());
         let options = gix::discover::upwards::Options {
             // gix refuses to search at all when no ceiling is above
             // `start`; git ignores such ceilings.
@@ -200,7 +288,9 @@ impl Store {
     pub fn open(path: &Path) -> Result<Self, StoreError> {
         let repo = gix::open_opts(
             path,
-            gix::open::Options::default().config_overrides(OVERRIDES),
+            gix::open::Options::default()
+                .config_overrides(OVERRIDES)
+                .object_store_slots(slots()),
         )
         .map_err(|e| {
             let message = chain(&e);
@@ -221,15 +311,18 @@ impl Store {
     /// object database (its mapped pack indexes and packs) with every store
     /// this process opened the same way: several threads' stores then map
     /// a large history's packs once, not once each.
+    /// One that ran out of pack index slots is replaced by a fresh one.
     pub fn open_shared(path: &Path) -> Result<Self, StoreError> {
-        static SHARED: std::sync::Mutex<Vec<(PathBuf, gix::ThreadSafeRepository)>> =
-            std::sync::Mutex::new(Vec::new());
+        type Shared = Vec<(PathBuf, u64, gix::ThreadSafeRepository)>;
+        static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
         let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, ts)) = shared.iter().find(|(p, _)| p == path) {
+        let generation = odb_generation();
+        shared.retain(|(_, g, _)| *g == generation);
+        if let Some((_, _, ts)) = shared.iter().find(|(p, _, _)| p == path) {
             return Self::from_repo(ts.to_thread_local());
         }
         let store = Self::open(path)?;
-        shared.push((path.to_owned(), store.repo.clone().into_sync()));
+        shared.push((path.to_owned(), generation, store.repo.clone().into_sync()));
         Ok(store)
     }
 
@@ -260,7 +353,7 @@ impl Store {
         // Taken out while `f` runs, so a nested call opens its own.
         let kept = KEPT.with(|k| k.borrow_mut().take());
         let store = match kept {
-            Some(s) if s.common_dir == path => s,
+            Some(s) if s.common_dir == path && s.generation == odb_generation() => s,
             _ => Store::open_shared(path)?,
         };
         let out = f(&store);
@@ -283,6 +376,7 @@ impl Store {
         // again; a driver holds one handle per live attempt.
         repo.object_cache_size_if_unset(128 * 1024);
         let workdir = repo.workdir().map(Path::to_owned);
+        let durability = durable::Durability::from_config(&repo);
         Ok(Self {
             repo,
             common_dir,
@@ -292,7 +386,21 @@ impl Store {
             tips: Default::default(),
             overlay: Default::default(),
             object_view: None,
+            durability,
+            generation: odb_generation(),
         })
+    }
+
+    /// How hard this store's writes reach the disk before a ref names
+    /// them (see [`durable::Durability`]).
+    pub fn durability(&self) -> durable::Durability {
+        self.durability
+    }
+
+    /// Sets how hard writes reach the disk. Benchmarks lower it to show
+    /// what the previous design cost; nothing else should.
+    pub fn set_durability(&mut self, durability: durable::Durability) {
+        self.durability = durability;
     }
 
     /// The shared git directory (the main `.git` even from a linked worktree).
@@ -324,6 +432,15 @@ impl Store {
         )
     }
 
+    /// A fresh store of the same repository, with an object database of
+    /// its own: for an operation that ran out of pack index slots.
+    pub(crate) fn fresh(&self) -> Result<Self, StoreError> {
+        let mut fresh = Self::open(&self.common_dir)?;
+        fresh.workdir = self.workdir.clone();
+        fresh.durability = self.durability;
+        Ok(fresh)
+    }
+
     /// Another handle of this repository, seeing exactly what this one
     /// sees (a view included): for a reader that outlives the borrow of
     /// the store it was opened with (the state index, which reads the log
@@ -343,6 +460,8 @@ impl Store {
             tips: Default::default(),
             overlay: self.overlay.clone(),
             object_view: self.object_view.clone(),
+            durability: self.durability,
+            generation: self.generation,
         }
     }
 
@@ -426,4 +545,109 @@ pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub(crate) fn full_name(name: &str) -> Result<gix::refs::FullName> {
     gix::refs::FullName::try_from(name)
         .map_err(|e| StoreError::InvalidRefName(format!("invalid ref name {name:?}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `git repack -d` beside a long-lived store: each one packs what is
+    /// loose into a pack of its own, so the packs add up. With gix's
+    /// default slot map (32 slots, fixed for the store's lifetime) a store
+    /// kept across a few dozen of them failed every read with "too few
+    /// index slots".
+    #[test]
+    fn a_kept_store_reads_through_many_repacks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _init = Store::init_for_tests(dir.path());
+        let kept = Store::open_shared(dir.path()).expect("open");
+        let git = crate::process::Git::new(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1");
+        let mut parent: Option<String> = None;
+        for i in 0..80 {
+            let blob = kept.write_blob(format!("{i}\n").as_bytes()).expect("blob");
+            let tree = kept.write_tree(&[("n", blob)]).expect("tree");
+            let parents: Vec<Oid> = parent
+                .iter()
+                .map(|p| kept.parse_oid(p).expect("id"))
+                .collect();
+            let commit = kept.write_commit("step", tree, &parents).expect("commit");
+            let name = "refs/heads/main";
+            let expected = refs::Expected::from_read(kept.ref_target(name).expect("read"));
+            assert_eq!(
+                kept.apply(&[refs::RefUpdate::set(name, commit, expected, "step")])
+                    .expect("update"),
+                refs::Applied::Done
+            );
+            git.run(["repack", "-d", "-q"]).expect("repack");
+            // The commit now lives only in the newest pack.
+            let info = kept
+                .commit_info(commit)
+                .unwrap_or_else(|e| panic!("after {} repacks: {e}", i + 1));
+            assert_eq!(info.tree, tree);
+            parent = Some(commit.to_string());
+        }
+    }
+
+    /// A store whose object database did run out of index slots (opened
+    /// here with two, where git-orch gives thousands) still appends, on a
+    /// fresh open, and stores shared or kept from before are replaced.
+    #[test]
+    fn a_store_out_of_index_slots_appends_on_a_fresh_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = Store::init_for_tests(dir.path());
+        first
+            .append(vec![crate::event::Event::DebugMarker {
+                label: "first".into(),
+                n: 0,
+            }])
+            .expect("append");
+        let git = crate::process::Git::new(dir.path())
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1");
+        let cramped = gix::open_opts(
+            dir.path(),
+            gix::open::Options::default()
+                .config_overrides(OVERRIDES)
+                .object_store_slots(gix::odb::store::init::Slots::Given(2)),
+        )
+        .expect("open");
+        let cramped = Store::from_repo(cramped).expect("store");
+        let shared = Store::open_shared(dir.path()).expect("shared");
+        let before = shared.generation;
+        // Three packs, each holding a new commit on main.
+        for i in 0..3 {
+            let blob = first.write_blob(format!("{i}").as_bytes()).expect("blob");
+            let tree = first.write_tree(&[("n", blob)]).expect("tree");
+            let commit = first.write_commit("c", tree, &[]).expect("commit");
+            let name = format!("refs/heads/b{i}");
+            first
+                .apply(&[refs::RefUpdate::set(
+                    name,
+                    commit,
+                    refs::Expected::Absent,
+                    "b",
+                )])
+                .expect("branch");
+            git.run(["repack", "-d", "-q"]).expect("repack");
+        }
+        let tip = first
+            .ref_target("refs/heads/b2")
+            .expect("read")
+            .expect("b2");
+        let err = cramped
+            .commit_info(tip)
+            .expect_err("no room for a third pack");
+        assert!(err.is_odb_exhausted(), "{err}");
+        cramped
+            .append(vec![crate::event::Event::DebugMarker {
+                label: "second".into(),
+                n: 1,
+            }])
+            .expect("append on a fresh open");
+        assert_eq!(first.read_log().expect("log").entries.len(), 2);
+        let again = Store::open_shared(dir.path()).expect("shared");
+        assert!(again.generation > before, "the shared handle was replaced");
+    }
 }

@@ -6,37 +6,96 @@
 //! can be regenerated from the log at any time, which is why a lost note race
 //! is simply retried and a missing note is not an error.
 
-use super::refs::NOTES_REF;
+use super::refs::{Applied, Expected, NOTES_REF, RefUpdate};
 use super::{Oid, Result, Store, StoreError};
+
+/// The store as gix's notes plumbing reads and writes objects through it:
+/// every tree it writes goes through the journal (see [`super::durable`]).
+struct NoteObjects<'s>(&'s Store);
+
+impl gix::objs::Find for NoteObjects<'_> {
+    fn try_find<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        gix::objs::Find::try_find(self.0, id, buffer)
+    }
+}
+
+impl gix::objs::Write for NoteObjects<'_> {
+    fn write_buf_with_known_id(
+        &self,
+        kind: gix::objs::Kind,
+        from: &[u8],
+        _id: Oid,
+    ) -> gix::Result<Oid> {
+        self.0.write_new(kind, from)
+    }
+
+    fn write_stream(
+        &self,
+        kind: gix::objs::Kind,
+        _size: u64,
+        from: &mut dyn std::io::Read,
+    ) -> gix::Result<Oid> {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(from, &mut bytes).map_err(gix::Error::from_error)?;
+        self.0.write_new(kind, &bytes)
+    }
+
+    fn write_stream_with_known_id(
+        &self,
+        kind: gix::objs::Kind,
+        size: u64,
+        from: &mut dyn std::io::Read,
+        _id: Oid,
+    ) -> gix::Result<Oid> {
+        self.write_stream(kind, size, from)
+    }
+}
 
 impl Store {
     /// Sets the orch note of `target` to `text` (a trailing newline is added
-    /// as git does), replacing any previous note.
+    /// as git does), replacing any previous note: the blob, the notes
+    /// trees (with git's fan-out) and a commit on the previous notes tip,
+    /// then a compare-and-swap of the notes ref, redone if another writer
+    /// moved it first.
     pub fn set_note(&self, target: Oid, text: &str) -> Result<()> {
         let mut data = text.trim_end_matches('\n').to_owned();
         data.push('\n');
         let mut guard = self.lock("notes.lock", "writing a note")?;
         guard.intend([NOTES_REF]);
-        let mut last = String::new();
+        let objects = NoteObjects(self);
+        let context = || format!("writing the note of {target} in {NOTES_REF}");
         for attempt in 0..super::lock::MAX_TRIES {
-            let mut notes = self
-                .repo
-                .notes()
-                .map_err(|e| StoreError::git("opening notes", e))?
-                .with_commit_message("git-orch: note");
-            match notes.replace(NOTES_REF, target, data.as_bytes()) {
-                Ok(_) => return Ok(()),
-                Err(e) => {
-                    // The notes platform updates its ref by compare-and-swap;
-                    // losing to another writer is a conflict to retry.
-                    last = super::chain(&e);
-                    super::lock::backoff(attempt);
-                }
+            let tip = self.ref_target(NOTES_REF)?;
+            let root = match tip {
+                Some(commit) => self.commit_info(commit)?.tree,
+                None => self.write_empty_tree()?,
+            };
+            let mut notes = gix::note::plumbing::State::new(root, &objects)
+                .map_err(|e| StoreError::git(context(), e))?;
+            let blob = self.write_blob(data.as_bytes())?;
+            let edit = notes
+                .replace(target, blob, &objects)
+                .map_err(|e| StoreError::git(context(), e))?;
+            let parents: Vec<Oid> = tip.into_iter().collect();
+            let commit = self.write_commit("git-orch: note", edit.tree, &parents)?;
+            let update = RefUpdate::set(
+                NOTES_REF,
+                commit,
+                Expected::from_read(tip),
+                "notes: git-orch: note",
+            );
+            if self.apply(&[update])? == Applied::Done {
+                return Ok(());
             }
+            super::lock::backoff(attempt);
         }
-        Err(StoreError::Git {
-            context: format!("writing the note of {target} in {NOTES_REF}"),
-            message: last,
+        Err(StoreError::Contention {
+            reference: NOTES_REF.into(),
+            attempts: super::lock::MAX_TRIES,
         })
     }
 

@@ -3,6 +3,8 @@
 //! State commits are written with the fixed orch signature
 //! ([`super::ORCH_NAME`]) so they never depend on the user's identity.
 
+use std::path::{Path, PathBuf};
+
 use super::{Oid, Result, Store, StoreError};
 
 /// One path that differs between two trees.
@@ -60,6 +62,12 @@ pub struct CommitInfo {
     pub signed: bool,
 }
 
+/// Where the loose object `id` lives under `objects`.
+pub(super) fn loose_path(objects: &Path, id: &gix::hash::oid) -> PathBuf {
+    let hex = id.to_hex().to_string();
+    objects.join(&hex[..2]).join(&hex[2..])
+}
+
 impl Store {
     /// Writes `bytes` as a blob.
     pub fn write_blob(&self, bytes: &[u8]) -> Result<Oid> {
@@ -71,15 +79,17 @@ impl Store {
     /// stamp or a fresh parent), skipping the existence check that
     /// `Repository::write_object` makes: a `stat` per object, on the hot
     /// path of every append. Writing an object that exists is harmless.
+    /// Every object git-orch writes goes through here, into the journal
+    /// that makes it durable and keeps it until it is safely published
+    /// (see [`super::durable`]).
     pub(super) fn write_new(&self, kind: gix::objs::Kind, bytes: &[u8]) -> gix::Result<Oid> {
-        gix::objs::Write::write_buf(&self.repo.objects, kind, bytes)
+        self.write_journaled(kind, bytes)
     }
 
     /// The size of an object in bytes, from its header (the object is not
     /// read: a blob of a gigabyte costs nothing here).
     pub fn object_size(&self, id: Oid) -> Result<u64> {
-        self.repo
-            .find_header(id)
+        self.healing(id, || self.repo.find_header(id))
             .map(|h| h.size())
             .map_err(|e| StoreError::git(format!("reading the header of {id}"), e))
     }
@@ -87,8 +97,7 @@ impl Store {
     /// Reads a blob's bytes.
     pub fn read_blob(&self, id: Oid) -> Result<Vec<u8>> {
         let blob = self
-            .repo
-            .find_blob(id)
+            .healing(id, || self.repo.find_blob(id))
             .map_err(|e| StoreError::git(format!("reading blob {id}"), e))?;
         Ok(blob.data.clone())
     }
@@ -127,6 +136,8 @@ impl Store {
     pub(crate) fn tree_editor(&self, base: Oid) -> Result<TreeEditor<'_>> {
         use gix::objs::FindExt;
         let mut buf = Vec::new();
+        // (Through the store's own lookup, which writes again a tree a
+        // prune took from this process.)
         let root = self
             .find_tree(&base, &mut buf)
             .map_err(|e| StoreError::git(format!("reading tree {base}"), e))?
@@ -178,7 +189,15 @@ impl Store {
                 "signing failed: {e}\nhint: set up commit signing first (`git config user.signingKey …`, and `gpg.format ssh` for ssh keys), or approve without --sign"
             ))
         })?;
-        self.parse_oid(out.trim())
+        let id = self.parse_oid(out.trim())?;
+        // git wrote it; the journal keeps it like git-orch's own until a
+        // ref names it safely (see `super::durable`).
+        let object = self
+            .repo
+            .find_object(id)
+            .map_err(|e| StoreError::git(format!("reading the signed commit {id}"), e))?;
+        self.adopt(id, object.kind, &object.data);
+        Ok(id)
     }
 
     /// Whether `commit` carries a signature that `git verify-commit` accepts.
@@ -190,8 +209,7 @@ impl Store {
     /// Reads a commit.
     pub fn commit_info(&self, id: Oid) -> Result<CommitInfo> {
         let commit = self
-            .repo
-            .find_commit(id)
+            .healing(id, || self.repo.find_commit(id))
             .map_err(|e| StoreError::git(format!("reading commit {id}"), e))?;
         let decoded = commit
             .decode()
@@ -230,8 +248,7 @@ impl Store {
     pub fn file_at(&self, commit: Oid, path: &str) -> Result<Option<Vec<u8>>> {
         let tree = self.commit_info(commit)?.tree;
         let tree = self
-            .repo
-            .find_tree(tree)
+            .healing(tree, || self.repo.find_tree(tree))
             .map_err(|e| StoreError::git(format!("reading tree of {commit}"), e))?;
         let entry = tree
             .lookup_entry_by_path(path)
@@ -264,8 +281,7 @@ impl Store {
     /// order.
     pub(crate) fn tree_entries(&self, tree: Oid) -> Result<Vec<(String, Oid, bool)>> {
         let found = self
-            .repo
-            .find_tree(tree)
+            .healing(tree, || self.repo.find_tree(tree))
             .map_err(|e| StoreError::git(format!("reading tree {tree}"), e))?;
         let decoded = found
             .decode()
@@ -358,13 +374,15 @@ impl Store {
     /// counts 1): the size of a change, to prefer the smaller of two that
     /// do the same job.
     pub fn changed_lines(&self, old: Oid, new: Oid) -> Result<u64> {
-        let out = self.git().run([
-            "diff",
-            "--no-renames",
-            "--numstat",
-            &old.to_string(),
-            &new.to_string(),
-        ])?;
+        let out = self.retrying(|| {
+            Ok(self.git().run([
+                "diff",
+                "--no-renames",
+                "--numstat",
+                &old.to_string(),
+                &new.to_string(),
+            ])?)
+        })?;
         Ok(out
             .lines()
             .map(|l| {
@@ -382,10 +400,13 @@ impl Store {
     /// The paths that differ between two trees, without rename detection (a
     /// rename is a deletion plus an addition, so both sides are listed).
     pub fn diff_trees(&self, old: Oid, new: Oid) -> Result<Vec<PathChange>> {
+        self.retrying(|| self.diff_trees_once(old, new))
+    }
+
+    fn diff_trees_once(&self, old: Oid, new: Oid) -> Result<Vec<PathChange>> {
         use gix::object::tree::diff::ChangeDetached as C;
         let load = |id: Oid| {
-            self.repo
-                .find_tree(id)
+            self.healing(id, || self.repo.find_tree(id))
                 .map_err(|e| StoreError::git(format!("reading tree {id}"), e))
         };
         let (a, b) = (load(old)?, load(new)?);
@@ -553,6 +574,8 @@ impl gix::objs::Find for Store {
                 }));
             }
         }
+        // A tree this process wrote and a prune took is written again.
+        self.ensure_present(id.to_owned());
         gix::objs::Find::try_find(&self.repo.objects, id, buffer)
     }
 }

@@ -201,7 +201,17 @@ impl Store {
                 .map_err(io(format!("creating {}", parent.display())))?;
         }
         remove_any(&paths.index)?;
-        self.check_out_fresh(paths, commit)?;
+        let mut first = true;
+        self.retrying(|| {
+            if !std::mem::take(&mut first) {
+                // What a failed try wrote: the folder was absent or empty.
+                remove_any(&paths.dir)?;
+                std::fs::create_dir_all(&paths.dir)
+                    .map_err(io(format!("creating {}", paths.dir.display())))?;
+                remove_any(&paths.index)?;
+            }
+            self.check_out_fresh(paths, commit)
+        })?;
         self.write_quarantine(paths, commit, branch)
     }
 
@@ -261,7 +271,7 @@ impl Store {
         }
         remove_any(&paths.quarantine())?;
         let git = self.hardened_git(paths);
-        git.run(["read-tree", "--reset", "-u", &commit.to_string()])?;
+        self.retrying(|| Ok(git.run(["read-tree", "--reset", "-u", &commit.to_string()])?))?;
         git.run(["clean", "-q", "-f", "-f", "-d", "-x"])?;
         self.write_quarantine(paths, commit, branch)
     }
@@ -348,8 +358,28 @@ impl Store {
         let git = self.hardened_git(paths);
         let mut args: Vec<String> = vec!["add".into(), "-A".into(), "--".into(), ".".into()];
         args.extend(exclude.iter().map(|e| format!(":(exclude){e}")));
-        git.run(&args).map_err(StoreError::from)?;
-        let tree = git.run(["write-tree"]).map_err(StoreError::from)?;
+        // git writes objects into fan-out folders that a `git prune`
+        // beside it may remove under it ("unable to create temporary
+        // file"); and a blob it wrote a moment ago may be gone: again.
+        let tree = self.retrying_transient(|| {
+            git.run(&args)?;
+            let mut rehashed = 0;
+            loop {
+                match git.run(["write-tree"]) {
+                    Err(crate::process::ProcessError::Failed { ref stderr, .. })
+                        if rehashed < 64
+                            && let Some(path) = invalid_object_path(stderr) =>
+                    {
+                        // A blob `git add` wrote a moment ago was pruned
+                        // before the tree named it: hashed again from the
+                        // file.
+                        git.run(["hash-object", "-w", "--", path])?;
+                        rehashed += 1;
+                    }
+                    other => return Ok(other?),
+                }
+            }
+        })?;
         Ok(self.parse_oid(tree.trim())?)
     }
 
@@ -360,14 +390,18 @@ impl Store {
         let git = self.hardened_git(paths);
         // Submodules are not looked into: that would run git in a nested
         // repository with whatever configuration the agent gave it.
-        let out = git.output([
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-            "--ignore-submodules=all",
-        ])?;
+        let out = self.retrying(|| {
+            let out = git.output([
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+                "--ignore-submodules=all",
+            ])?;
+            super::worktrees::failed_status(&out)?;
+            Ok(out)
+        })?;
         // X is the index against the repository's HEAD, which says nothing
         // here; Y is the folder against the index.
         Ok(super::worktrees::status_entries(out, &paths.dir)?
@@ -907,6 +941,15 @@ fn canonical(parsed: &dyn gix::objs::WriteTo, data: &[u8]) -> std::result::Resul
         return Err("is not in git's canonical form".into());
     }
     Ok(())
+}
+
+/// The path git names when `write-tree` meets a blob that is not in the
+/// object database ("invalid object 100644 <id> for '<path>'").
+fn invalid_object_path(stderr: &str) -> Option<&str> {
+    stderr
+        .lines()
+        .find_map(|l| l.split_once("invalid object ")?.1.split_once(" for '"))
+        .and_then(|(_, rest)| rest.strip_suffix('\''))
 }
 
 #[cfg(test)]

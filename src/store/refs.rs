@@ -81,17 +81,47 @@ impl Store {
         if let Some(proposed) = self.overlay.get(name) {
             return Ok(*proposed);
         }
-        let reference = self
-            .repo
-            .try_find_reference(name)
-            .map_err(|e| StoreError::git(format!("reading {name}"), e))?;
+        let reference = match self.repo.try_find_reference(name) {
+            Ok(r) => r,
+            Err(e) => {
+                let err = StoreError::git(format!("reading {name}"), e);
+                return Err(match self.broken_ref_files(name).into_iter().next() {
+                    Some(broken) => broken.into_error(),
+                    None => err,
+                });
+            }
+        };
         match reference {
             None => Ok(None),
-            Some(mut r) => {
-                let id = r
-                    .peel_to_id()
-                    .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
-                Ok(Some(id.detach()))
+            Some(mut r) => self.peeled(&mut r, name).map(Some),
+        }
+    }
+
+    /// The object `r` points to, peeled past tags. One whose object a
+    /// prune took after this process wrote it is written again first; one
+    /// whose object is missing or unreadable otherwise is damage, named.
+    fn peeled(&self, r: &mut gix::Reference<'_>, name: &str) -> Result<Oid> {
+        let direct = r.target().try_id().map(ToOwned::to_owned);
+        let peeled = match direct {
+            Some(id) => self.healing(id, || r.peel_to_id().map(|p| p.detach())),
+            None => r.peel_to_id().map(|p| p.detach()),
+        };
+        match peeled {
+            Ok(id) => Ok(id),
+            Err(e) => {
+                let message = super::chain(&e);
+                match direct {
+                    Some(id) if super::is_object_damage(&message) => Err(StoreError::Damaged {
+                        reference: name.to_owned(),
+                        problem: format!(
+                            "it points at {id}, which is missing or unreadable ({message})"
+                        ),
+                    }),
+                    _ => Err(StoreError::Git {
+                        context: format!("resolving {name}"),
+                        message,
+                    }),
+                }
             }
         }
     }
@@ -109,6 +139,8 @@ impl Store {
         let mut out = loop {
             match self.walk_refs(prefix) {
                 Ok(out) => break out,
+                // Damage is a state, not a race: no use walking again.
+                Err(e @ StoreError::Damaged { .. }) => return Err(e),
                 Err(_) if tries < 4 => {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(5 << tries));
@@ -140,15 +172,31 @@ impl Store {
             .map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
         let mut out = Vec::new();
         for r in iter {
-            let mut r = r.map_err(|e| StoreError::git(format!("listing {prefix}*"), e))?;
+            let mut r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    // A ref file that holds no object id (a crash emptied
+                    // it) is named; one hidden from this view is skipped.
+                    let broken: Vec<_> = self
+                        .broken_ref_files(prefix)
+                        .into_iter()
+                        .filter(|b| !self.overlay.contains_key(&b.reference))
+                        .collect();
+                    match broken.into_iter().next() {
+                        Some(b) => return Err(b.into_error()),
+                        None if self.overlay.is_empty() => {
+                            return Err(StoreError::git(format!("listing {prefix}*"), e));
+                        }
+                        None => continue,
+                    }
+                }
+            };
             let name = r.name().as_bstr().to_string();
             if self.overlay.contains_key(&name) {
                 continue;
             }
-            let id = r
-                .peel_to_id()
-                .map_err(|e| StoreError::git(format!("resolving {name}"), e))?;
-            out.push((name, id.detach()));
+            let id = self.peeled(&mut r, &name)?;
+            out.push((name, id));
         }
         Ok(out)
     }
@@ -156,9 +204,17 @@ impl Store {
     /// Applies every update atomically. `Conflict` means at least one ref no
     /// longer held its expected value; nothing changed and the caller redoes
     /// its whole operation from a fresh read.
+    ///
+    /// Before the refs move, the objects written since the last update
+    /// (the ones these refs name) are made durable, and so are the refs'
+    /// new files before they replace the old ones; after, the objects are
+    /// checked to still exist and written again if a prune took them (see
+    /// [`super::durable`]). Every ref moved gets a reflog entry, so
+    /// `git orch fsck --repair` can restore a ref whose file a crash
+    /// emptied.
     pub fn apply(&self, updates: &[RefUpdate]) -> Result<Applied> {
         use gix::refs::Target;
-        use gix::refs::transaction::{PreviousValue, RefEdit};
+        use gix::refs::transaction::{LogChange, PreviousValue, RefEdit, RefLog};
         if updates.is_empty() {
             return Ok(Applied::Done);
         }
@@ -181,17 +237,72 @@ impl Store {
                 Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
             };
             edits.push(match u.new {
-                Some(new) => {
-                    RefEdit::update(name, Target::Object(new), expected, u.message.clone())
-                }
+                Some(new) => RefEdit::update_with_log(
+                    name,
+                    Target::Object(new),
+                    expected,
+                    LogChange {
+                        mode: RefLog::AndReference,
+                        // (Not in the previous design a benchmark measures.)
+                        force_create_reflog: self.durability
+                            != super::durable::Durability::Unsynced,
+                        message: u.message.clone().into(),
+                    },
+                ),
                 None => RefEdit::delete(name, expected),
             });
         }
-        match self.repo.edit_references(edits) {
-            Ok(_) => Ok(Applied::Done),
-            Err(e) if is_cas_conflict(&e) => Ok(Applied::Conflict),
-            Err(e) => Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        self.flush_objects()?;
+        // git's own default for packed-refs, and the OVERRIDES' value for
+        // loose ref files (a concurrent `git gc` packing refs holds them
+        // for microseconds).
+        let wait = gix::lock::acquire::Fail::AfterDurationWithBackoff(
+            std::time::Duration::from_millis(1000),
+        );
+        let prepared = match self.repo.refs.transaction().prepare(edits, wait, wait) {
+            Ok(p) => p,
+            Err(e) if is_cas_conflict(&e) => return Ok(Applied::Conflict),
+            Err(e) => return Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        };
+        // Each new ref file is complete on the disk before its rename
+        // replaces the old one: a crash then leaves the old value or the
+        // new, never an empty file.
+        let written: Vec<std::path::PathBuf> = updates
+            .iter()
+            .filter(|u| u.new.is_some())
+            .map(|u| self.common_dir().join(format!("{}.lock", u.name)))
+            .filter(|p| p.is_file())
+            .collect();
+        for lock in &written {
+            super::durable::sync_file(lock, self.durability).map_err(|e| {
+                StoreError::io(format!("writing {} to the disk", lock.display()), e)
+            })?;
         }
+        // The reflog names the person's identity as git does, or git-orch's
+        // own where none is configured (a reflog entry needs one).
+        let orch = gix::actor::Signature {
+            name: super::ORCH_NAME.into(),
+            email: super::ORCH_EMAIL.into(),
+            time: gix::date::Time::now_utc(),
+        };
+        let mut time = gix::date::parse::TimeBuf::default();
+        let committer = match self.repo.committer() {
+            Some(Ok(c)) => c,
+            _ => orch.to_ref(&mut time),
+        };
+        if let Err(e) = prepared.commit(Some(committer)) {
+            return Err(ref_error(&updates[0].name, self.common_dir(), e));
+        }
+        if self.durability == super::durable::Durability::Full {
+            let refs: Vec<std::path::PathBuf> = updates
+                .iter()
+                .map(|u| self.common_dir().join(&u.name))
+                .collect();
+            super::durable::sync_folders(refs.iter().map(std::path::PathBuf::as_path))
+                .map_err(|e| StoreError::io("writing ref folders to the disk", e))?;
+        }
+        self.settle_published()?;
+        Ok(Applied::Done)
     }
 
     /// Whether `ancestor` is reachable from `descendant` (or equal to it).
@@ -199,11 +310,13 @@ impl Store {
         if ancestor == descendant {
             return Ok(true);
         }
-        let base = self
-            .repo
-            .merge_base(ancestor, descendant)
-            .map_err(|e| StoreError::git("finding a merge base", e))?;
-        Ok(base.is_some_and(|b| b.detach() == ancestor))
+        self.retrying(|| {
+            let base = self
+                .repo
+                .merge_base(ancestor, descendant)
+                .map_err(|e| StoreError::git("finding a merge base", e))?;
+            Ok(base.is_some_and(|b| b.detach() == ancestor))
+        })
     }
 
     /// The commits reachable from `tips` that no commit of `hidden` reaches
@@ -213,18 +326,20 @@ impl Store {
         if tips.is_empty() {
             return Ok(Vec::new());
         }
-        let walk = self
-            .repo
-            .rev_walk(tips.iter().copied())
-            .with_hidden(hidden.iter().copied())
-            .all()
-            .map_err(|e| StoreError::git("walking commits", e))?;
-        let mut out = Vec::new();
-        for info in walk {
-            let info = info.map_err(|e| StoreError::git("walking commits", e))?;
-            out.push(info.id);
-        }
-        Ok(out)
+        self.retrying(|| {
+            let walk = self
+                .repo
+                .rev_walk(tips.iter().copied())
+                .with_hidden(hidden.iter().copied())
+                .all()
+                .map_err(|e| StoreError::git("walking commits", e))?;
+            let mut out = Vec::new();
+            for info in walk {
+                let info = info.map_err(|e| StoreError::git("walking commits", e))?;
+                out.push(info.id);
+            }
+            Ok(out)
+        })
     }
 
     /// Keeps `commits` reachable from [`KEEP_REF`], so `git gc --prune=now`

@@ -53,26 +53,48 @@ impl Store {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "worktree".into());
-        let mut name = base.clone();
-        let mut n = 1;
-        while std::fs::symlink_metadata(records.join(&name)).is_ok() {
-            name = format!("{base}{n}");
-            n += 1;
-        }
-        let admin = records.join(&name);
-        std::fs::create_dir_all(&admin).map_err(io(format!("creating {}", admin.display())))?;
-        let write = |file: &str, text: String| {
-            let path = admin.join(file);
-            std::fs::write(&path, text).map_err(io(format!("writing {}", path.display())))
+        // `git worktree prune` (which `git gc` runs) removes a record
+        // without a `gitdir` unless it is locked: the record is locked
+        // while it is written, as `git worktree add` does, and written
+        // again if a prune removed it before the lock was there.
+        let mut tries = 0;
+        let admin = loop {
+            let mut name = base.clone();
+            let mut n = 1;
+            while std::fs::symlink_metadata(records.join(&name)).is_ok() {
+                name = format!("{base}{n}");
+                n += 1;
+            }
+            let admin = records.join(&name);
+            match self.write_worktree_record(&admin, branch, index, &dot_git) {
+                Ok(()) => break admin,
+                Err(e) if tries < 4 && e.kind() == std::io::ErrorKind::NotFound => tries += 1,
+                Err(e) => return Err(io(format!("writing {}", admin.display()))(e)),
+            }
         };
+        std::fs::write(&dot_git, format!("gitdir: {}\n", admin.display()))
+            .map_err(io(format!("writing {}", dot_git.display())))?;
+        // Whole now: unlocked, as `git worktree add` leaves it.
+        std::fs::remove_file(admin.join("locked"))
+            .map_err(io(format!("unlocking {}", admin.display())))
+    }
+
+    /// Writes git's record of a linked worktree at `admin`, locked.
+    fn write_worktree_record(
+        &self,
+        admin: &Path,
+        branch: &str,
+        index: &Path,
+        dot_git: &Path,
+    ) -> std::io::Result<()> {
+        std::fs::create_dir_all(admin)?;
+        let write = |file: &str, text: String| std::fs::write(admin.join(file), text);
+        write("locked", "initializing\n".into())?;
         write("HEAD", format!("ref: {branch}\n"))?;
         write("commondir", "../..\n".into())?;
-        std::fs::copy(index, admin.join("index"))
-            .map_err(io(format!("writing {}", admin.join("index").display())))?;
+        std::fs::copy(index, admin.join("index"))?;
         // Last: a record with a `gitdir` is whole.
-        write("gitdir", format!("{}\n", dot_git.display()))?;
-        std::fs::write(&dot_git, format!("gitdir: {}\n", admin.display()))
-            .map_err(io(format!("writing {}", dot_git.display())))
+        write("gitdir", format!("{}\n", dot_git.display()))
     }
 
     /// The repository's own record of the linked worktree at `dir`
@@ -101,16 +123,20 @@ impl Store {
         let Some(record) = self.worktree_record(dir) else {
             return Ok(None);
         };
-        let out = crate::process::HardenedGit::new(&record)
-            .work_tree(dir)
-            .output([
-                "status",
-                "--porcelain",
-                "-z",
-                "--untracked-files=normal",
-                "--ignore-submodules=all",
-                "--no-renames",
-            ])?;
+        let out = self.retrying(|| {
+            let out = crate::process::HardenedGit::new(&record)
+                .work_tree(dir)
+                .output([
+                    "status",
+                    "--porcelain",
+                    "-z",
+                    "--untracked-files=normal",
+                    "--ignore-submodules=all",
+                    "--no-renames",
+                ])?;
+            failed_status(&out)?;
+            Ok(out)
+        })?;
         let paths = status_entries(out, dir)?
             .into_iter()
             .map(|e| e.path)
@@ -276,13 +302,17 @@ impl Store {
     /// modified, staged, deleted, and untracked (not ignored) files, with
     /// whether each is untracked.
     pub fn dirty_paths(&self, dir: &Path) -> Result<Vec<(String, bool)>> {
-        let out = crate::process::Git::new(dir).output([
-            "status",
-            "--porcelain=v1",
-            "-z",
-            "--untracked-files=all",
-            "--no-renames",
-        ])?;
+        let out = self.retrying(|| {
+            let out = crate::process::Git::new(dir).output([
+                "status",
+                "--porcelain=v1",
+                "-z",
+                "--untracked-files=all",
+                "--no-renames",
+            ])?;
+            failed_status(&out)?;
+            Ok(out)
+        })?;
         Ok(status_entries(out, dir)?
             .into_iter()
             .map(|e| {
@@ -335,4 +365,18 @@ pub(crate) fn status_entries(out: std::process::Output, dir: &Path) -> Result<Ve
             path: String::from_utf8_lossy(&e[3..]).into_owned(),
         })
         .collect())
+}
+
+/// A failed `git status` as an error, so [`Store::retrying`] can write
+/// again an object a prune took (its HEAD's tree, a blob of its index)
+/// and run it once more.
+pub(crate) fn failed_status(out: &std::process::Output) -> Result<()> {
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(StoreError::Process(crate::process::ProcessError::Failed {
+        command: "git status".into(),
+        status: out.status.to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    }))
 }

@@ -921,6 +921,7 @@ impl Worker {
             self.store.append(vec![Event::RunFinished {
                 run_id: run.id.clone(),
                 summary: summary.clone(),
+                closed: None,
             }])?;
             // Archived: this clone's attempts' worktrees and branches go by
             // `[orch] cleanup` (never a dirty one, never a commit nothing
