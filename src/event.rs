@@ -858,6 +858,11 @@ pub enum FailureClass {
     /// refs), objects that do not hash to their names, or paths git
     /// refuses (`.git`, `..`).
     Quarantine,
+    /// The agent cannot work here as configured, and no fallback can: its
+    /// program is missing or hidden by the sandbox, its key was refused,
+    /// a `[sandbox]` bind cannot work. No retry can change that, so the
+    /// run stops for the fix; the task's retry budget is untouched.
+    Config,
 }
 
 impl FailureClass {
@@ -875,6 +880,7 @@ impl FailureClass {
             FailureClass::Interrupted => "interrupted",
             FailureClass::Integration => "integration",
             FailureClass::Quarantine => "quarantine",
+            FailureClass::Config => "config",
         }
     }
 
@@ -920,6 +926,9 @@ pub enum StopReason {
     Breaker,
     Budget,
     Interrupted,
+    /// An agent or the sandbox cannot work as configured
+    /// ([`FailureClass::Config`]).
+    Config,
 }
 
 impl StopReason {
@@ -928,6 +937,7 @@ impl StopReason {
             StopReason::Breaker => "circuit breaker",
             StopReason::Budget => "budget",
             StopReason::Interrupted => "interrupted",
+            StopReason::Config => "configuration",
         }
     }
 }

@@ -124,6 +124,7 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
                 home_files: &crate::sandbox::agent_home_files(spec),
                 pass_env: &crate::sandbox::agent_pass_env(spec),
                 program: &inv.program,
+                programs: &crate::sandbox::agent_programs(spec),
             },
         )
         .map_err(|e| e.to_string())?;
@@ -389,6 +390,11 @@ pub fn command(
     let home = private_home(sandbox)?;
     let worktree = spec.cwd.clone();
     let program = spec.program.clone();
+    // `sh -c LINE`: what LINE runs must be visible too.
+    let programs = match spec.args.as_slice() {
+        [c, line, ..] if c == "-c" => crate::sandbox::command_line::programs(line),
+        _ => Vec::new(),
+    };
     let group = sandbox
         .wrap(
             spec,
@@ -403,6 +409,7 @@ pub fn command(
                 home_files: &[],
                 pass_env: &[],
                 program: &program,
+                programs: &programs,
             },
         )
         .map_err(|e| e.to_string())?;

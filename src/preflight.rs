@@ -3,15 +3,21 @@
 //! against the environment and home files the agent will really get
 //! (allow-listed, sandboxed or not).
 //!
-//! `git orch agents` shows the whole report; the runner asks
-//! [`runnable`] before it starts an agent, so one that cannot work (no API
-//! key, Claude as root outside a sandbox) is skipped for the next agent of
-//! the fallback chain with the fix in the reason, instead of failing every
-//! attempt.
+//! Whether the program is there is asked inside the sandbox the agent
+//! will run in ([`starts`]): a program the sandbox hides is not "ready".
+//!
+//! `git orch agents` shows the whole report; a run asks [`before_run`]
+//! before it starts, and stops there when a task has no agent that can
+//! work; the runner asks [`runnable`] before it starts an agent, so one
+//! that cannot work (no API key, Claude as root outside a sandbox) is
+//! skipped for the next agent of the fallback chain with the fix in the
+//! reason, instead of failing every attempt.
+
+pub mod starts;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
 use crate::agent::preflight::{self, Finding, Probe, Severity};
 use crate::agent::{AgentKind, AgentSpec, PromptInput};
@@ -28,6 +34,8 @@ pub struct AgentReport {
     pub installed: bool,
     /// The first line of `<program> --version`, when asked for.
     pub version: Option<String>,
+    /// Whether its program is there where it runs (inside the sandbox).
+    pub presence: starts::Presence,
     pub findings: Vec<Finding>,
 }
 
@@ -39,17 +47,30 @@ impl AgentReport {
 
     /// The first blocking problem with its fix, in one line.
     pub fn blocker(&self) -> Option<String> {
+        self.blocking()
+            .map(|(problem, fix)| format!("{problem} (fix: {fix})"))
+    }
+
+    /// The first blocking problem and its fix.
+    pub fn blocking(&self) -> Option<(String, String)> {
         if !self.installed {
-            return Some(format!(
-                "{} not found on PATH ({})",
-                self.program.as_deref().unwrap_or("its program"),
-                self.kind.install_hint()
-            ));
+            let missing = match &self.presence {
+                starts::Presence::Missing { program } => program.clone(),
+                _ => self.program.clone().unwrap_or_else(|| "its program".into()),
+            };
+            let fix = match self.kind {
+                AgentKind::Command => format!(
+                    "install it, or fix `command` in [agent \"{}\"] of .orch/config",
+                    self.name
+                ),
+                kind => kind.install_hint().to_owned(),
+            };
+            return Some((format!("{missing} not found on PATH"), fix));
         }
         self.findings
             .iter()
             .find(|f| f.severity == Severity::Error)
-            .map(|f| format!("{} (fix: {})", f.problem, f.fix_line(&self.name)))
+            .map(|f| (f.problem.clone(), f.fix_line(&self.name)))
     }
 }
 
@@ -75,46 +96,38 @@ fn agent_env(spec: &AgentSpec, sandbox: &Sandbox) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Whether `line` holds a version number (`1.2`, `0.169.0`).
-fn has_version(line: &str) -> bool {
-    let b = line.as_bytes();
-    b.windows(3)
-        .any(|w| w[0].is_ascii_digit() && w[1] == b'.' && w[2].is_ascii_digit())
-}
-
-/// The line of `--version` output that names the version: the first with
-/// a version number (a CLI may warn first: Codex about its helpers under
-/// /tmp), else the first.
-fn version_line(out: &str) -> Option<&str> {
-    let lines = || out.lines().map(str::trim).filter(|l| !l.is_empty());
-    lines().find(|l| has_version(l)).or_else(|| lines().next())
-}
-
-/// Checks `spec` here; with `version`, also asks the program its version
-/// (slow for Node programs, so the runner does not).
-pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport {
+/// Checks `spec` here, for the repository whose git folder is `git_dir`
+/// (none: outside one); with `version`, also starts the program with
+/// `--version` where it will run (slow for Node programs, so the runner
+/// does not).
+pub fn check(
+    spec: &AgentSpec,
+    sandbox: &Sandbox,
+    git_dir: Option<&Path>,
+    version: bool,
+) -> AgentReport {
     let program = crate::agent::probe_program(spec);
-    let installed = program.as_deref().is_none_or(crate::process::on_path);
     let env = agent_env(spec, sandbox);
-    let version = match (&program, installed && version) {
-        (Some(p), true) => {
-            let pairs: Vec<(String, String)> =
-                env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            crate::process::capture(
-                p,
-                &["--version".to_owned()],
-                &pairs,
-                Duration::from_secs(20),
-            )
-            .and_then(|(code, out)| {
-                let line = version_line(&out)?;
-                (code == Some(0)).then(|| line.to_owned())
-            })
-        }
-        _ => None,
-    };
+    let (presence, version) = starts::presence(
+        spec,
+        sandbox,
+        git_dir,
+        env.get("PATH").map(String::as_str),
+        version,
+    );
+    let installed = !matches!(presence, starts::Presence::Missing { .. });
     let reader = sandbox.home_reader(&crate::sandbox::agent_home_files(spec));
-    let findings = preflight::check(
+    let mut findings: Vec<Finding> = presence
+        .problem()
+        .map(|(problem, fix)| Finding {
+            severity: Severity::Error,
+            problem,
+            fix,
+            paste: None,
+        })
+        .into_iter()
+        .collect();
+    findings.extend(preflight::check(
         spec,
         &Probe {
             env: &env,
@@ -122,38 +135,38 @@ pub fn check(spec: &AgentSpec, sandbox: &Sandbox, version: bool) -> AgentReport 
             root: crate::process::is_root(),
             sandboxed: sandbox.confines(),
         },
-    );
+    ));
     AgentReport {
         name: spec.name.clone(),
         kind: spec.kind,
         program,
         installed,
         version,
+        presence,
         findings,
     }
 }
 
-/// Whether `spec` can work here; the reason with the fix if not. Checked
-/// once per agent configuration and process.
-pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
-    static SEEN: OnceLock<Mutex<BTreeMap<String, Result<(), String>>>> = OnceLock::new();
+/// Whether `spec` can work here, in the repository whose git folder is
+/// `git_dir`: its program there where it runs, and its preflight passed;
+/// the problem and its fix if not. Checked once per agent configuration,
+/// sandbox and process.
+pub fn runnable(
+    spec: &AgentSpec,
+    sandbox: &Sandbox,
+    git_dir: Option<&Path>,
+) -> Result<(), (String, String)> {
+    type Seen = BTreeMap<String, Result<(), (String, String)>>;
+    static SEEN: OnceLock<Mutex<Seen>> = OnceLock::new();
     let seen = SEEN.get_or_init(Default::default);
     // The whole spec: a worker runs plans whose sections of one name
     // differ.
-    let key = format!("{spec:?}\u{0}{}", sandbox.kind.as_str());
+    let key = format!("{spec:?}\u{0}{sandbox:?}\u{0}{git_dir:?}");
     if let Some(r) = seen.lock().expect("preflight cache lock").get(&key) {
         return r.clone();
     }
-    // Whether the program is installed is the caller's first question,
-    // with its own message; this is about what the installed one needs.
-    let report = check(spec, sandbox, false);
-    let result = report
-        .findings
-        .iter()
-        .find(|f| f.severity == Severity::Error)
-        .map_or(Ok(()), |f| {
-            Err(format!("{} (fix: {})", f.problem, f.fix_line(&spec.name)))
-        });
+    let report = check(spec, sandbox, git_dir, false);
+    let result = report.blocking().map_or(Ok(()), Err);
     seen.lock()
         .expect("preflight cache lock")
         .insert(key, result.clone());
@@ -161,34 +174,109 @@ pub fn runnable(spec: &AgentSpec, sandbox: &Sandbox) -> Result<(), String> {
 }
 
 /// What a run says once at its start: how agents are confined (a warning
-/// when `auto` found no sandbox), and each agent of `names` that cannot
-/// work here, with the fix (the run then falls back past it).
-pub fn notices(settings: &Settings, names: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    let sandbox = match crate::sandbox::resolve(&settings.sandbox) {
-        Ok(s) => s,
-        Err(e) => return vec![e.to_string()],
-    };
-    // Said at every start, `none` included: whoever reads the run's
-    // output knows how its agents were confined.
-    match sandbox.warning() {
-        Some(w) => out.push(format!("warning: {w}")),
-        None => out.push(format!("sandbox: {}", sandbox.describe())),
+/// when `auto` found no sandbox).
+pub fn notices(settings: &Settings) -> Vec<String> {
+    match crate::sandbox::resolve(&settings.sandbox) {
+        // Said at every start, `none` included: whoever reads the run's
+        // output knows how its agents were confined.
+        Ok(sandbox) => vec![match sandbox.warning() {
+            Some(w) => format!("warning: {w}"),
+            None => format!("sandbox: {}", sandbox.describe()),
+        }],
+        Err(e) => vec![e.to_string()],
     }
-    let mut seen = std::collections::BTreeSet::new();
-    for name in names {
-        if !seen.insert(name.clone()) {
-            continue;
+}
+
+/// An agent that cannot work here and leaves tasks with no agent that
+/// can: a run does not start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    pub agent: String,
+    /// The tasks whose every agent cannot work; empty when that is every
+    /// task of the run.
+    pub tasks: Vec<String>,
+    pub problem: String,
+    pub fix: String,
+}
+
+/// What a run learns before it starts anything.
+#[derive(Debug, Clone, Default)]
+pub struct BeforeRun {
+    /// Agents that cannot work, each with a task that falls back past it:
+    /// warnings.
+    pub warnings: Vec<String>,
+    /// Agents that leave tasks with none that can work: the run stops.
+    pub blocked: Vec<Blocked>,
+}
+
+/// Checks the agents of a run before it starts: `chains` holds each task
+/// to run with its agents in fallback order. A task needs one of its
+/// agents to work here (known, its program there inside the sandbox, its
+/// preflight passed); an agent that cannot, where a later one can, is a
+/// warning. The sandbox's binds are checked first: they concern every
+/// agent.
+pub fn before_run(
+    settings: &Settings,
+    chains: &[(String, Vec<String>)],
+    git_dir: &Path,
+) -> Result<BeforeRun, crate::sandbox::SandboxError> {
+    let sandbox = crate::sandbox::resolve(&settings.sandbox)?;
+    sandbox.check_binds(Some(git_dir))?;
+    let mut verdicts: BTreeMap<&str, Result<(), (String, String)>> = BTreeMap::new();
+    let mut out = BeforeRun::default();
+    for (task, chain) in chains {
+        for name in chain {
+            verdicts.entry(name).or_insert_with(|| {
+                match AgentSpec::resolve(name, &settings.agents) {
+                    Ok(spec) => runnable(&spec, &sandbox, Some(git_dir)),
+                    Err(e) => {
+                        let text = e.to_string();
+                        Err(match text.split_once("\nhint: ") {
+                            Some((problem, fix)) => (problem.to_owned(), fix.to_owned()),
+                            None => (text, "fix the agent's name".to_owned()),
+                        })
+                    }
+                }
+            });
         }
-        let Ok(spec) = AgentSpec::resolve(name, &settings.agents) else {
-            continue;
-        };
-        let report = check(&spec, &sandbox, false);
-        if let Some(why) = report.blocker() {
-            out.push(format!("warning: agent {name} cannot work here: {why}"));
+        let works = chain.iter().find(|n| verdicts[n.as_str()].is_ok());
+        for name in chain {
+            let Err((problem, fix)) = &verdicts[name.as_str()] else {
+                break;
+            };
+            match works {
+                Some(next) => {
+                    let w = format!(
+                        "agent {name} cannot work here: {problem} (fix: {fix}); its tasks fall back to {next}"
+                    );
+                    if !out.warnings.contains(&w) {
+                        out.warnings.push(w);
+                    }
+                }
+                None => match out.blocked.iter_mut().find(|b| b.agent == *name) {
+                    Some(b) => {
+                        if !b.tasks.contains(task) {
+                            b.tasks.push(task.clone());
+                        }
+                    }
+                    None => out.blocked.push(Blocked {
+                        agent: name.clone(),
+                        tasks: vec![task.clone()],
+                        problem: problem.clone(),
+                        fix: fix.clone(),
+                    }),
+                },
+            }
         }
     }
-    out
+    // Every task blocked: the message need not list them.
+    let all: std::collections::BTreeSet<&String> = chains.iter().map(|(t, _)| t).collect();
+    for b in &mut out.blocked {
+        if b.tasks.iter().collect::<std::collections::BTreeSet<_>>() == all {
+            b.tasks.clear();
+        }
+    }
+    Ok(out)
 }
 
 /// Everything `git orch agents` shows.
@@ -213,8 +301,17 @@ pub struct SandboxReport {
 
 /// The agents worth showing: the four CLIs git-orch knows, then every
 /// `[agent "NAME"]` of the settings; or exactly `names`.
-pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<Survey, String> {
-    let (sandbox, report) = match crate::sandbox::resolve(&settings.sandbox) {
+pub fn survey(
+    settings: &Settings,
+    git_dir: Option<&Path>,
+    names: &[String],
+    versions: bool,
+) -> Result<Survey, String> {
+    let resolved = crate::sandbox::resolve(&settings.sandbox).and_then(|sb| {
+        sb.check_binds(git_dir)?;
+        Ok(sb)
+    });
+    let (sandbox, report) = match resolved {
         Ok(sb) => {
             let report = SandboxReport {
                 requested: sb.requested.to_owned(),
@@ -249,7 +346,7 @@ pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<S
     let mut agents = Vec::new();
     for name in wanted {
         let spec = AgentSpec::resolve(&name, &settings.agents).map_err(|e| e.to_string())?;
-        agents.push(check(&spec, &sandbox, versions));
+        agents.push(check(&spec, &sandbox, git_dir, versions));
     }
     Ok(Survey {
         sandbox: report,
@@ -260,6 +357,7 @@ pub fn survey(settings: &Settings, names: &[String], versions: bool) -> Result<S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use starts::version_line;
 
     #[test]
     fn the_version_line_is_the_one_with_a_number() {

@@ -8,11 +8,15 @@
 //! worktree's own git folder, the attempt branch's ref and log folders);
 //! `/tmp` and the home folder are private (the home folder holds copies of
 //! the agent's own login and settings files, and the toolchains installed
-//! under it stay visible read-only); the runtime folders holding agent
-//! sockets (`/run/user`, `$SSH_AUTH_SOCK`'s folder) are hidden; the command
-//! gets a PID namespace of its own, dies with its parent and keeps no
-//! capabilities, even as root. The network stays on unless `[sandbox]
-//! network = false`: agents need their API.
+//! under it stay visible read-only); what the command must run is shown
+//! read-only wherever it lives, `/tmp` included (its program, the
+//! interpreter of a script, git-orch itself: [`exposure`]); the runtime
+//! folders holding agent sockets (`/run`, `$XDG_RUNTIME_DIR`) are hidden,
+//! and so is `$SSH_AUTH_SOCK` itself, but not the rest of its folder; the
+//! command gets a PID namespace of its own, dies with its parent and keeps
+//! no capabilities, even as root. The network stays on unless `[sandbox]
+//! network = false`: agents need their API. `[sandbox] bind` and `roBind`
+//! are checked before any command starts ([`binds`]).
 //!
 //! `[orch] sandbox = auto` (the default) uses bwrap where a probe shows it
 //! works and otherwise runs unconfined, saying why once per run; `bwrap`
@@ -22,6 +26,10 @@
 //!
 //! This module builds command lines and prepares folders; starting them is
 //! `process`'s job.
+
+pub mod binds;
+pub mod command_line;
+pub mod exposure;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +65,10 @@ pub enum SandboxError {
     /// `GIT_ORCH_SANDBOX` holds something else than a mode.
     #[error("{SANDBOX_ENV}={value:?} is not a sandbox mode; use auto, bwrap or none")]
     BadOverride { value: String },
+    /// A `[sandbox] bind` or `roBind` that cannot work, or would undo what
+    /// the sandbox hides.
+    #[error(transparent)]
+    BadBind(#[from] binds::BindError),
     /// A folder of the sandbox could not be prepared.
     #[error("preparing the sandbox at {}: {source}", path.display())]
     Io {
@@ -228,6 +240,70 @@ pub fn agent_pass_env(spec: &crate::agent::AgentSpec) -> Vec<String> {
         .collect()
 }
 
+/// Why the sandbox hides `path`, which exists outside it, and how to show
+/// it: for a program a preflight found missing inside. `git_dir` is the
+/// repository's.
+pub fn why_hidden(path: &Path, git_dir: Option<&Path>) -> (String, String) {
+    let home = host_env()
+        .get("HOME")
+        .map(|h| canonical(Path::new(h)))
+        .filter(|h| h.is_absolute() && h != Path::new("/"));
+    let real = canonical(path);
+    let folder = real.parent().unwrap_or(&real).to_owned();
+    let show = |shown: String| {
+        format!(
+            "show it read-only with `roBind = {shown}` in the [sandbox] section of .orch/config, or install it outside (under /usr/local or /opt)"
+        )
+    };
+    if let Some(temp) = exposure::PRIVATE_TEMP
+        .iter()
+        .find(|t| real.starts_with(t) || path.starts_with(t))
+    {
+        return (
+            format!("{temp} is private to each sandboxed command"),
+            show(folder.display().to_string()),
+        );
+    }
+    if let Some(h) = home.as_ref().filter(|h| real.starts_with(h)) {
+        let rel = folder.strip_prefix(h).unwrap_or(&folder);
+        return (
+            "the home folder is hidden (only the toolchains on PATH stay visible)".into(),
+            show(format!("~/{}", rel.display())),
+        );
+    }
+    if let Some(g) = git_dir.filter(|g| real.starts_with(canonical(g))) {
+        return (
+            format!("the repository's git folder {} is hidden", g.display()),
+            "keep agent programs outside the repository's git folder".into(),
+        );
+    }
+    let runtime = host_env()
+        .get("XDG_RUNTIME_DIR")
+        .map(|d| canonical(Path::new(d)));
+    if real.starts_with("/run")
+        || real.starts_with("/var/run")
+        || runtime.is_some_and(|d| real.starts_with(d))
+    {
+        return (
+            "runtime folders (/run, $XDG_RUNTIME_DIR) are hidden: they hold agents' sockets".into(),
+            "install it outside (under /usr/local or /opt)".into(),
+        );
+    }
+    (
+        "the sandbox hides it".into(),
+        show(folder.display().to_string()),
+    )
+}
+
+/// What an agent of `spec` starts besides its program (`sh` for a
+/// command agent): the program and script its command template names.
+pub fn agent_programs(spec: &crate::agent::AgentSpec) -> Vec<String> {
+    match (&spec.kind, &spec.command) {
+        (crate::agent::AgentKind::Command, Some(template)) => command_line::programs(template),
+        _ => Vec::new(),
+    }
+}
+
 /// The home files a sandboxed agent of `spec` gets copies of: its kind's
 /// and its section's `homeFile`.
 pub fn agent_home_files(spec: &crate::agent::AgentSpec) -> Vec<String> {
@@ -245,7 +321,8 @@ pub struct Confine<'a> {
     /// Where the command runs, writable (with its own git folder inside).
     pub worktree: &'a Path,
     /// The repository's git directory: hidden, but for its object store,
-    /// which the worktree's git folder borrows, shown read-only.
+    /// which the worktree's git folder borrows, shown read-only (`/`: no
+    /// repository, nothing to hide).
     pub common_dir: &'a Path,
     /// Files under the hidden git directory the command reads (its prompt
     /// and retry context), shown read-only.
@@ -258,8 +335,11 @@ pub struct Confine<'a> {
     pub home_files: &'a [String],
     /// Variables (patterns) passed on top of the base allow-list.
     pub pass_env: &'a [String],
-    /// The program run (its install folder under `$HOME` stays visible).
+    /// The program run (shown wherever it lives, with its interpreter).
     pub program: &'a str,
+    /// More programs it starts that must be visible: what a command line
+    /// run by `sh -c` names ([`command_line::programs`]).
+    pub programs: &'a [String],
 }
 
 /// A home folder for one sandboxed command, visible to nothing else: a
@@ -275,12 +355,19 @@ pub struct PrivateHome {
 }
 
 impl PrivateHome {
+    /// The folder holding this user's private homes.
+    pub fn base() -> PathBuf {
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        std::env::temp_dir().join(format!("git-orch-{uid}"))
+    }
+
     /// A new, empty private home.
     pub fn make() -> Result<PrivateHome, SandboxError> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
         // SAFETY: getuid has no preconditions.
         let uid = unsafe { libc::getuid() };
-        let base = std::env::temp_dir().join(format!("git-orch-{uid}"));
+        let base = Self::base();
         match std::fs::DirBuilder::new().mode(0o700).create(&base) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -418,16 +505,6 @@ fn host_env() -> BTreeMap<String, String> {
     std::env::vars().collect()
 }
 
-/// The folder of the first `name` on `path`, resolved.
-fn which(name: &str, path: Option<&str>) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Some(PathBuf::from(name));
-    }
-    std::env::split_paths(path?)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
 /// The folder to expose for a tool found at `path` inside the home folder:
 /// the parent of its `bin` folder (so `lib/`, `share/` beside it come too),
 /// else its own folder.
@@ -462,10 +539,9 @@ fn install_root(path: &Path, home: &Path) -> Option<PathBuf> {
 }
 
 /// Toolchain folders under `home` that the command needs: every `PATH`
-/// entry inside it, the program's and its interpreter's install folders (a
-/// virtualenv's Python links into `~/.pyenv`), and git-orch's own (the
-/// commit hook calls it).
-fn toolchain_roots(home: &Path, path: Option<&str>, program: &str) -> Vec<PathBuf> {
+/// entry inside it, and the install folders of the files it needs
+/// ([`exposure::needed_files`]: its program, an interpreter, git-orch).
+fn toolchain_roots(home: &Path, path: Option<&str>, needed: &[PathBuf]) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     let mut add = |p: &Path| {
         for candidate in [Some(p.to_owned()), p.canonicalize().ok()]
@@ -482,36 +558,15 @@ fn toolchain_roots(home: &Path, path: Option<&str>, program: &str) -> Vec<PathBu
         }
     };
     if let Some(path) = path {
-        for dir in std::env::split_paths(path) {
+        for dir in std::env::split_paths(path).filter(|d| d.is_absolute()) {
             add(&dir);
         }
     }
-    if let Some(exe) = which(program, path) {
-        add(&exe);
-        let real = exe.canonicalize().unwrap_or(exe);
-        if let Some(interpreter) = shebang(&real) {
-            add(&interpreter);
-        }
-    }
-    // git-orch itself: the attempt's commit hook calls it back by path.
-    if let Ok(own) = std::env::current_exe() {
-        add(&own);
+    for file in needed {
+        add(file);
     }
     roots.sort();
     roots
-}
-
-/// The interpreter of a script's `#!` line, when it is an absolute path.
-fn shebang(path: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
-    let text = std::str::from_utf8(&head[..n]).ok()?;
-    let first = text.strip_prefix("#!")?.lines().next()?;
-    let interpreter = first.split_whitespace().next()?;
-    interpreter
-        .starts_with('/')
-        .then(|| PathBuf::from(interpreter))
 }
 
 /// Copies `from` (a file or folder) to `to`, within `budget` bytes;
@@ -538,15 +593,6 @@ fn copy_into(from: &Path, to: &Path, budget: &mut u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `~/x` against `home`.
-fn expand(path: &Path, home: Option<&Path>) -> Option<PathBuf> {
-    match (path.strip_prefix("~"), home) {
-        (Ok(rest), Some(h)) => Some(h.join(rest)),
-        (Ok(_), None) => None,
-        (Err(_), _) => Some(path.to_owned()),
-    }
-}
-
 /// The home files that are git configuration: copied cut down to the
 /// identity ([`identity_only`]).
 const GIT_CONFIG_FILES: &[&str] = &[".gitconfig", ".config/git/config"];
@@ -566,29 +612,6 @@ fn object_dirs(common: &Path) -> Vec<PathBuf> {
             let dir = objects.join(line);
             if dir.is_dir() {
                 dirs.push(canonical(&dir));
-            }
-        }
-    }
-    dirs
-}
-
-/// The folders of programs the command needs (the program itself, and
-/// git-orch, which the attempt's commit hook calls) that sit in a
-/// temporary folder the sandbox replaces with an empty one.
-fn temp_program_dirs(path: Option<&str>, program: &str) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    let candidates = which(program, path)
-        .into_iter()
-        .chain(std::env::current_exe().ok());
-    for exe in candidates {
-        for p in [exe.clone(), canonical(&exe)] {
-            let hidden = p.starts_with("/tmp") || p.starts_with("/var/tmp");
-            if let Some(dir) = p.parent().filter(|_| hidden)
-                && dir != Path::new("/tmp")
-                && dir != Path::new("/var/tmp")
-                && !dirs.iter().any(|d| dir.starts_with(d))
-            {
-                dirs.push(dir.to_owned());
             }
         }
     }
@@ -630,6 +653,30 @@ impl Sandbox {
     /// Whether commands run inside bubblewrap.
     pub fn confines(&self) -> bool {
         self.kind == Kind::Bwrap
+    }
+
+    /// `[sandbox] roBind` and `bind` checked ([`binds`]) against the
+    /// repository whose git folder is `git_dir`: what each command of it
+    /// would mount. Nothing to check without bubblewrap, which is the only
+    /// thing that reads them.
+    pub fn check_binds(&self, git_dir: Option<&Path>) -> Result<Vec<binds::Bind>, SandboxError> {
+        if !self.confines() {
+            return Ok(Vec::new());
+        }
+        let home = host_env()
+            .get("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute() && h != Path::new("/"));
+        let base = PrivateHome::base();
+        Ok(binds::check(
+            &self.ro_bind,
+            &self.bind,
+            &binds::Hidden {
+                home: home.as_deref(),
+                git_dir,
+                private_homes: Some(&base),
+            },
+        )?)
     }
 
     /// The permissions an agent gets here (no commands allowed yet).
@@ -768,24 +815,26 @@ impl Sandbox {
             }
         }
         let host = host_env();
-        for var in ["SSH_AUTH_SOCK", "XDG_RUNTIME_DIR"] {
-            if let Some(p) = host.get(var).map(PathBuf::from) {
-                let dir = if var == "SSH_AUTH_SOCK" {
-                    p.parent().map(Path::to_owned)
-                } else {
-                    Some(p)
-                };
-                if let Some(dir) = dir.map(|d| canonical(&d))
-                    && dir.is_dir()
-                    && dir != Path::new("/")
-                    && !dir.starts_with("/tmp")
-                    && !dir.starts_with("/run")
-                    && !dir.starts_with("/var/run")
-                {
-                    flag(&mut args, "--tmpfs", &dir.to_string_lossy());
-                }
-            }
+        // A runtime folder holds nothing but sockets and their like: all
+        // of it goes. The SSH agent's socket may sit beside anything (a
+        // project's folder), so only the socket itself is hidden, last.
+        let runtime_dir = host
+            .get("XDG_RUNTIME_DIR")
+            .map(|d| canonical(Path::new(d)))
+            .filter(|d| d.is_dir() && d.is_absolute() && d != Path::new("/"));
+        if let Some(dir) = runtime_dir.as_ref().filter(|d| {
+            !exposure::in_private_temp(d) && !d.starts_with("/run") && !d.starts_with("/var/run")
+        }) {
+            flag(&mut args, "--tmpfs", &dir.to_string_lossy());
         }
+        let ssh_socket = host
+            .get("SSH_AUTH_SOCK")
+            .map(|s| canonical(Path::new(s)))
+            .filter(|s| {
+                use std::os::unix::fs::FileTypeExt;
+                s.is_absolute()
+                    && std::fs::symlink_metadata(s).is_ok_and(|m| m.file_type().is_socket())
+            });
         // The real home folder is hidden behind an empty read-only one, with
         // the toolchains installed under it visible again; HOME points at
         // a private folder holding copies of the agent's own files.
@@ -811,9 +860,40 @@ impl Sandbox {
                 }
             }
         }
+        let common = canonical(confine.common_dir);
+        let worktree = canonical(confine.worktree);
+        let main_checkout = (common.file_name().is_some_and(|n| n == ".git"))
+            .then(|| common.parent().map(Path::to_owned))
+            .flatten();
+        let worktree_root = worktree.parent().and_then(Path::parent).map(Path::to_owned);
+        let private_base = private_home.parent().map(Path::to_owned);
+        // `/` stands for no repository (a preflight outside one).
+        let git_dir = (common != Path::new("/")).then_some(common.as_path());
+        let user_binds = self.check_binds(git_dir)?;
+        // What the command runs must be there. A `#!` line is read only
+        // where no agent can write: else an agent could name any file as
+        // the next attempt's interpreter and have it shown.
+        let mut agent_writable: Vec<PathBuf> = vec![worktree.clone()];
+        agent_writable.extend(main_checkout.iter().cloned());
+        agent_writable.extend(worktree_root.iter().cloned());
+        agent_writable.extend(private_base.iter().cloned());
+        agent_writable.extend(git_dir.map(Path::to_owned));
+        agent_writable.extend(confine.writable.iter().map(|w| canonical(w)));
+        agent_writable.extend(
+            user_binds
+                .iter()
+                .filter(|b| b.writable)
+                .map(|b| b.path.clone()),
+        );
+        let trusted = |f: &Path| !agent_writable.iter().any(|w| f.starts_with(w));
+        let names: Vec<&str> = std::iter::once(confine.program)
+            .chain(confine.programs.iter().map(String::as_str))
+            .collect();
+        let path_var = env_map.get("PATH").copied();
+        let needed = exposure::needed_files(&names, path_var, &trusted);
         if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
             flag(&mut args, "--tmpfs", &real.to_string_lossy());
-            for root in toolchain_roots(real, env_map.get("PATH").copied(), confine.program) {
+            for root in toolchain_roots(real, path_var, &needed) {
                 bind(&mut args, "--ro-bind", &root, &root);
                 // Registry tokens sit inside some toolchain folders.
                 for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
@@ -826,9 +906,26 @@ impl Sandbox {
         }
         // Programs kept in a temporary folder (a downloaded binary, a
         // script in a scratch folder), git-orch itself included, would be
-        // hidden by the private /tmp: their folders are shown read-only.
-        for dir in temp_program_dirs(env_map.get("PATH").copied(), confine.program) {
-            bind(&mut args, "--ro-bind", &dir, &dir);
+        // missing in the private /tmp: shown read-only, never with a folder
+        // that holds what the sandbox hides.
+        let protected: Vec<PathBuf> = real_home
+            .iter()
+            .chain(private_base.iter())
+            .chain(runtime_dir.iter())
+            .chain(ssh_socket.iter())
+            .cloned()
+            .collect();
+        let mut shown_temp: Vec<PathBuf> = Vec::new();
+        for file in &needed {
+            if let Some(dir) = exposure::temp_bind(file, &protected)
+                && !shown_temp.iter().any(|d| dir.starts_with(d))
+            {
+                shown_temp.retain(|d| !d.starts_with(&dir));
+                shown_temp.push(dir);
+            }
+        }
+        for dir in &shown_temp {
+            bind(&mut args, "--ro-bind", dir, dir);
         }
         // The repository: its working tree (the user's main checkout) and
         // every attempt worktree, read-only; they may sit under /tmp or the
@@ -837,12 +934,6 @@ impl Sandbox {
         // Its git directory is hidden (config, refs, hooks, git-orch's own
         // logs, prompts and other attempts' files), but for the object
         // store, read-only, which the worktree's own git folder borrows.
-        let common = canonical(confine.common_dir);
-        let worktree = canonical(confine.worktree);
-        let main_checkout = (common.file_name().is_some_and(|n| n == ".git"))
-            .then(|| common.parent().map(Path::to_owned))
-            .flatten();
-        let worktree_root = worktree.parent().and_then(Path::parent).map(Path::to_owned);
         for shown in main_checkout.iter().chain(worktree_root.iter()) {
             let useful = shown != Path::new("/")
                 && real_home
@@ -898,15 +989,14 @@ impl Sandbox {
             let w = canonical(w);
             bind(&mut args, "--bind", &w, &w);
         }
-        for p in &self.ro_bind {
-            if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
-                bind(&mut args, "--ro-bind", &p, &p);
-            }
+        for b in &user_binds {
+            let option = if b.writable { "--bind" } else { "--ro-bind" };
+            bind(&mut args, option, &b.path, &b.path);
         }
-        for p in &self.bind {
-            if let Some(p) = expand(p, real_home.as_deref()).filter(|p| p.exists()) {
-                bind(&mut args, "--bind", &p, &p);
-            }
+        // Last, so no bind above shows it again: a connect to /dev/null
+        // fails.
+        if let Some(socket) = &ssh_socket {
+            bind(&mut args, "--ro-bind", Path::new("/dev/null"), socket);
         }
         // Read-only only now: bwrap made the mount points for the binds
         // above inside them first.
@@ -992,18 +1082,89 @@ mod tests {
         assert_eq!(install_root(Path::new("/home/u/script"), home), None);
     }
 
+    /// The bwrap arguments for `program` run with `bind` as `[sandbox]
+    /// bind`, in a world made under `root`.
+    fn bwrap_args(root: &Path, program: &Path, bind: Vec<PathBuf>) -> Vec<String> {
+        let sb = Sandbox {
+            kind: Kind::Bwrap,
+            requested: "bwrap",
+            fallback: None,
+            network: true,
+            pass_env: Vec::new(),
+            bind,
+            ro_bind: Vec::new(),
+        };
+        let worktree = root.join("proj.orch/run/t-1");
+        let git = root.join("proj/.git");
+        for d in [&worktree, &git.join("objects")] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let home = PrivateHome::make().expect("home");
+        let spec = GroupSpec {
+            program: program.to_string_lossy().into_owned(),
+            args: Vec::new(),
+            cwd: worktree.clone(),
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            env_clear: false,
+            stdin: None,
+            stdout: PathBuf::from("/o"),
+            stderr: PathBuf::from("/e"),
+            filter: None,
+            on_line: None,
+        };
+        let program = program.to_string_lossy().into_owned();
+        sb.wrap(
+            spec,
+            &Confine {
+                worktree: &worktree,
+                common_dir: &git,
+                readable: &[],
+                writable: &[],
+                home: home.path(),
+                home_files: &[],
+                pass_env: &[],
+                program: &program,
+                programs: &[],
+            },
+        )
+        .expect("wraps")
+        .args
+    }
+
     #[test]
-    fn tilde_paths_expand_against_the_home_folder() {
-        let h = Path::new("/home/u");
-        assert_eq!(
-            expand(Path::new("~/.cargo/registry"), Some(h)),
-            Some(PathBuf::from("/home/u/.cargo/registry"))
-        );
-        assert_eq!(
-            expand(Path::new("/opt/x"), Some(h)),
-            Some(PathBuf::from("/opt/x"))
-        );
-        assert_eq!(expand(Path::new("~/x"), None), None);
+    fn a_link_an_agent_could_write_shows_nothing_it_points_at() {
+        // The agent's program lives in a writable bind; an earlier attempt
+        // made it a link to a script beside a secret in a private temp
+        // folder.
+        let root = tempfile::Builder::new()
+            .prefix("orch-wrap-")
+            .tempdir_in("/tmp")
+            .expect("tmp");
+        let root = root.path().canonicalize().expect("canonical");
+        let secret = root.join("secret");
+        std::fs::create_dir_all(&secret).expect("mkdir");
+        std::fs::write(secret.join("key"), "k").expect("key");
+        let evil = secret.join("evil.sh");
+        std::fs::write(
+            &evil,
+            "#!/bin/sh
+cat key
+",
+        )
+        .expect("write");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let cache = root.join("cache");
+        std::fs::create_dir_all(&cache).expect("mkdir");
+        let agent = cache.join("agent");
+        std::os::unix::fs::symlink(&evil, &agent).expect("symlink");
+        let shown = |args: &[String]| args.iter().any(|a| Path::new(a).starts_with(&secret));
+        let args = bwrap_args(&root, &agent, vec![cache.clone()]);
+        assert!(!shown(&args), "{args:?}");
+        // Where no agent writes, the same link is followed.
+        let args = bwrap_args(&root, &agent, Vec::new());
+        assert!(shown(&args), "{args:?}");
     }
 
     #[test]
@@ -1035,6 +1196,7 @@ mod tests {
                     home_files: &[],
                     pass_env: &[],
                     program: "agent",
+                    programs: &[],
                 },
             )
             .expect("wraps");

@@ -14,7 +14,9 @@ use crate::config::Settings;
 ///
 /// Agents are the four CLIs git-orch knows (claude, codex, gemini, aider)
 /// and every `[agent "NAME"]` in .orch/config, or just the NAMEs given.
-/// Each is checked with the environment and home files it would really get.
+/// Each is checked with the environment and home files it would really get,
+/// and its program is looked for and started (`--version`) inside the
+/// sandbox it would run in: one the sandbox hides cannot work here.
 /// Exit 3 if an agent named on the command line cannot work.
 #[derive(Debug, Args)]
 pub struct AgentsArgs {
@@ -26,20 +28,22 @@ pub struct AgentsArgs {
 }
 
 /// The settings of the repository here (its .orch/config at HEAD and its
-/// `orch.*` keys), or the defaults outside a repository.
-fn settings(cli: &Cli) -> Result<Settings, CommandError> {
+/// `orch.*` keys) and its git folder, or the defaults outside a
+/// repository.
+fn settings(cli: &Cli) -> Result<(Settings, Option<std::path::PathBuf>), CommandError> {
     let Ok(store) = crate::store::Store::discover(&super::start_dir(&cli.directory)) else {
-        return Ok(Settings::default());
+        return Ok((Settings::default(), None));
     };
     let head = store.resolve_commit("HEAD")?;
-    Settings::from_values(&store.project_config(head)?)
-        .map_err(|e| CommandError::error(format!("{e}\nhint: fix .orch/config")))
+    let settings = Settings::from_values(&store.project_config(head)?)
+        .map_err(|e| CommandError::error(format!("{e}\nhint: fix .orch/config")))?;
+    Ok((settings, Some(store.common_dir().to_owned())))
 }
 
 pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
-    let settings = settings(cli)?;
-    let survey =
-        crate::preflight::survey(&settings, &args.names, true).map_err(CommandError::error)?;
+    let (settings, git_dir) = settings(cli)?;
+    let survey = crate::preflight::survey(&settings, git_dir.as_deref(), &args.names, true)
+        .map_err(CommandError::error)?;
     let blocked = !args.names.is_empty() && survey.agents.iter().any(|a| !a.ready());
     let code = if blocked { exit::BLOCKED } else { exit::OK };
     let mut out = output::Out::new();
@@ -66,8 +70,11 @@ pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
         )) {
             return Ok(code);
         }
-        if !a.installed {
-            out.line(&format!("    fix: {}", a.kind.install_hint()));
+        if !a.installed
+            && let Some((problem, fix)) = a.blocking()
+        {
+            out.line(&format!("    problem: {problem}"));
+            out.line(&format!("    fix: {fix}"));
         }
         for f in &a.findings {
             let mark = match f.severity {

@@ -12,13 +12,15 @@
 //! |---|---|
 //! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace`, `BaseNotPublished` | 3 blocked |
 //! | `RunError::UnknownTask`, `BadBase`, `BadTarget`; `ReviewError::BadBase`; clap's errors | 2 usage |
+//! | `RunError::AgentsCannotWork`; `RunError::Sandbox` but a bad `GIT_ORCH_SANDBOX` or a folder that cannot be made; `DemoError::UnknownAgent`, `BadAgent`, `AgentMissing`, `AgentCannotWork` | 78 configuration |
 //! | `RunError::Revision`, `Approval`, `Review`, `Store` | that inner error's code |
 //! | `MergeError::Run`, `Store`; `WorkerError::Run`, `Store` | that inner error's code |
 //! | every other `RunError`, `MergeError`, `RevisionError`, `ApprovalError`, `ReviewError`, `WorkerError`, `StoreError`, `ProcessError`, `IdError`, `LeadError`, `DemoError` | 1 error |
 //!
 //! Outcomes that are not errors carry their own codes from the command:
 //! 3 for blocking findings, failed gates, conflicts and refused landings,
-//! 64 budget spent, 65 circuit breaker, 130 interrupted (`exit`).
+//! 64 budget spent, 65 circuit breaker, 78 an agent that cannot work as
+//! configured, 130 interrupted (`exit`).
 
 use std::error::Error;
 
@@ -201,6 +203,23 @@ impl From<RunError> for CommandError {
     fn from(e: RunError) -> Self {
         use RunError as E;
         let (code, hint) = match &e {
+            E::AgentsCannotWork(blocked) => {
+                let mut out = CommandError::from_error(exit::CONFIG, &e);
+                for b in blocked {
+                    if !out.hints.contains(&b.fix) {
+                        out.hints.push(b.fix.clone());
+                    }
+                }
+                return out;
+            }
+            E::Sandbox(s) => {
+                let code = match s {
+                    crate::sandbox::SandboxError::BadOverride { .. } => exit::ERROR,
+                    crate::sandbox::SandboxError::Io { .. } => exit::ERROR,
+                    _ => exit::CONFIG,
+                };
+                return CommandError::from_error(code, &e);
+            }
             E::Revision(_) | E::Approval(_) | E::Review(_) | E::Store(_) => {
                 return match e {
                     E::Revision(e) => e.into(),
@@ -309,7 +328,6 @@ impl From<RunError> for CommandError {
             E::BadRunId(_)
             | E::NoResult { .. }
             | E::BranchExists(_)
-            | E::Sandbox(_)
             | E::Commit(_)
             | E::Internal(_)
             | E::Merge(_) => (exit::ERROR, None),
@@ -401,6 +419,7 @@ impl From<crate::demo::DemoError> for CommandError {
             )),
             E::BadAgent { .. } => Some(format!("fix that section, {drop_agent}")),
             E::AgentMissing { install, .. } => Some(format!("{install}, {drop_agent}")),
+            E::AgentCannotWork { fix, .. } => Some(format!("{fix}; {drop_agent}")),
             E::Spawn { .. } => Some("the demo needs git and a POSIX shell (sh) on PATH".to_owned()),
             E::StepFailed { project, .. } => Some(format!(
                 "the demo's repository is kept at {} for a look (`git orch status` and `git orch log` there)",
@@ -408,7 +427,15 @@ impl From<crate::demo::DemoError> for CommandError {
             )),
             E::Io { .. } => None,
         };
-        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+        // Who writes the code cannot work as asked: nothing was written.
+        let code = match &e {
+            E::UnknownAgent { .. }
+            | E::BadAgent { .. }
+            | E::AgentMissing { .. }
+            | E::AgentCannotWork { .. } => exit::CONFIG,
+            _ => exit::ERROR,
+        };
+        with_hint(CommandError::from_error(code, &e), hint)
     }
 }
 

@@ -15,7 +15,7 @@ use clap_mangen::roff::{Roff, bold, roman};
 use super::{Cli, exit};
 
 /// The exit codes, for the man page and the reference.
-pub const EXIT_CODES: [(u8, &str); 8] = [
+pub const EXIT_CODES: [(u8, &str); 9] = [
     (exit::OK, "success"),
     (exit::ERROR, "an error, or invalid input"),
     (
@@ -31,6 +31,10 @@ pub const EXIT_CODES: [(u8, &str); 8] = [
     (
         exit::BROKEN,
         "git-orch cannot do its own work here: the disk is full, or the same failure inside git-orch repeats; fix it and run the same command again to resume",
+    ),
+    (
+        exit::CONFIG,
+        "an agent or the sandbox cannot work as configured: an unknown agent, its program missing or hidden by the sandbox, no API key or a refused one, a bad [sandbox] bind, `sandbox = bwrap` where bubblewrap cannot work; nothing is retried; fix what the message names and run the same command again",
     ),
     (
         exit::INTERRUPTED,

@@ -54,6 +54,10 @@ pub mod exit {
     /// git-orch cannot do its own work here (the disk is full, or the
     /// same internal failure repeats): sysexits' `EX_IOERR`.
     pub const BROKEN: u8 = 74;
+    /// An agent or the sandbox cannot work as configured (an unknown
+    /// agent, its program missing or hidden, no key or a refused one, a
+    /// bad bind): sysexits' `EX_CONFIG`. No retry can fix it.
+    pub const CONFIG: u8 = 78;
     pub const INTERRUPTED: u8 = 130;
 }
 

@@ -13,7 +13,9 @@ use crate::run::{self, DriveOutcome, Prepared, RunError, RunOptions};
 /// Refuses unless `git orch approve verify <plan>` passes. Running the same
 /// command again resumes an unfinished run instead of starting another.
 /// Exit codes: 0 all tasks done, 3 some failed, 64 budget spent, 65 circuit
-/// breaker tripped, 130 interrupted (rerun to resume).
+/// breaker tripped, 78 an agent or the sandbox cannot work as configured
+/// (checked before anything starts; nothing is retried), 130 interrupted
+/// (rerun to resume).
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The plan id.
@@ -277,12 +279,14 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         });
         return Ok(exit::OK);
     }
-    // Once per run: how agents are confined, and which cannot work here.
-    let mut agents = vec![ctx.run_settings.agent.clone()];
-    agents.extend(ctx.run_settings.fallback.iter().cloned());
-    agents.extend(ctx.plan().subtasks.iter().filter_map(|t| t.agent.clone()));
-    for line in crate::preflight::notices(&ctx.settings, &agents) {
+    // Once per run: how agents are confined, and which cannot work here
+    // (their tasks fall back past them; with no fallback the run did not
+    // start).
+    for line in crate::preflight::notices(&ctx.settings) {
         output::status(&line);
+    }
+    for w in &ctx.agent_warnings {
+        output::status(&format!("warning: {w}"));
     }
     crate::process::limit_malloc_arenas(2);
     let runtime = super::scheduler()?;
@@ -432,6 +436,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 } else {
                     format!("fix the cause (`git orch status {run_id}` shows the failed attempts)")
                 }
+            ),
+        )),
+        DriveOutcome::Config(why) => Err(CommandError::with_code(
+            exit::CONFIG,
+            format!(
+                "run {run_id} stopped: {why}\nhint: fix it (`git orch agents` checks every agent where it runs), then run the same command again to resume"
             ),
         )),
         DriveOutcome::Interrupted => Err(CommandError::with_code(

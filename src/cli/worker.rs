@@ -215,7 +215,7 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         && let Ok(values) = store.project_config(Some(head))
         && let Ok(settings) = crate::config::Settings::from_values(&values)
     {
-        for line in crate::preflight::notices(&settings, &[]) {
+        for line in crate::preflight::notices(&settings) {
             output::status(&line);
         }
     }

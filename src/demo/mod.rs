@@ -163,6 +163,14 @@ pub enum DemoError {
         program: String,
         install: String,
     },
+    /// Its preflight failed where it would run (no key, hidden by the
+    /// sandbox): the demo's run would stop at once.
+    #[error("agent {name} cannot work here: {problem}")]
+    AgentCannotWork {
+        name: String,
+        problem: String,
+        fix: String,
+    },
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -230,7 +238,8 @@ fn configured_agent(cwd: &Path, name: &str) -> Option<BTreeMap<String, Vec<Strin
 }
 
 /// Settles who writes the code, before anything is written: an unknown
-/// agent or a missing program is an error naming the fix.
+/// agent, a missing program or one that fails its preflight where the
+/// demo's run would start it is an error naming the fix.
 pub fn choose_agent(name: Option<&str>, cwd: &Path) -> Result<AgentChoice, DemoError> {
     let name = match name {
         None => return Ok(AgentChoice::Scripted),
@@ -264,6 +273,16 @@ pub fn choose_agent(name: Option<&str>, cwd: &Path) -> Result<AgentChoice, DemoE
             name: name.to_owned(),
             install: install_hint(spec.kind, &program),
             program,
+        });
+    }
+    // The demo's project keeps the default sandbox settings.
+    let sandbox = crate::sandbox::resolve(&crate::config::SandboxSettings::default())
+        .unwrap_or_else(|_| crate::sandbox::Sandbox::none());
+    if let Some((problem, fix)) = crate::preflight::check(&spec, &sandbox, None, false).blocking() {
+        return Err(DemoError::AgentCannotWork {
+            name: name.to_owned(),
+            problem,
+            fix,
         });
     }
     Ok(AgentChoice::Real {

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::{self, AgentSpec, Availability};
+use crate::agent::{AgentSpec, Availability};
 use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
 use crate::gate::context::RetryContext;
 use crate::gate::{self, GateDef, Subject};
@@ -106,6 +106,9 @@ pub struct End {
 struct AgentOutcome {
     ended: crate::process::Ended,
     unavailable: Option<String>,
+    /// Unavailable for the rest of the run: its key was refused, its
+    /// program is missing.
+    permanent: bool,
     /// The agent's own last error message.
     cause: Option<String>,
     /// The timeout it ran under.
@@ -166,39 +169,37 @@ fn step(job: &Job, step: impl Into<String>) {
     }
 }
 
-/// Picks the first agent of the chain whose program is installed, that
-/// passes its preflight here, and whose credentials were not refused
-/// earlier in this run.
-fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
+/// Picks the first agent of the chain whose program is there where it
+/// runs (inside the sandbox), that passes its preflight here, and that
+/// has not shown earlier in this run that it cannot work (a refused key,
+/// a missing program). None left is a configuration problem: no retry
+/// can change it.
+pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
     let mut missing = Vec::new();
     let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
     for name in chain {
         match AgentSpec::resolve(name, &ctx.settings.agents) {
-            Ok(spec) => match agent::probe_program(&spec) {
-                Some(p) if !crate::process::on_path(&p) => {
-                    missing.push(format!("{name} ({p} not found)"))
+            Ok(spec) => {
+                if let Some(why) = refused_earlier(&ctx.run, name) {
+                    missing.push(format!("{name} ({why} earlier in this run)"));
+                    continue;
                 }
-                _ => {
-                    if let Some(why) = refused_earlier(&ctx.run, name) {
-                        missing.push(format!("{name} ({why} earlier in this run)"));
-                        continue;
-                    }
-                    match crate::preflight::runnable(&spec, &sandbox) {
-                        Ok(()) => return Ok(spec),
-                        Err(why) => missing.push(format!("{name}: {why}")),
-                    }
+                match crate::preflight::runnable(&spec, &sandbox, Some(&ctx.common_dir)) {
+                    Ok(()) => return Ok(spec),
+                    Err((problem, fix)) => missing.push(format!("{name}: {problem} (fix: {fix})")),
                 }
-            },
+            }
             Err(e) => missing.push(e.to_string()),
         }
     }
     Err(format!(
-        "no agent available: {} (install one, or choose another with --agent or orch.agent)",
+        "no agent can work here: {} (fix it, or name a fallback agent that can with `fallback` in [orch])",
         missing.join("; ")
     ))
 }
 
-/// Agents whose credentials a provider refused, per run: no attempt of
+/// Agents that showed in a run that they cannot work there (a provider
+/// refused their credentials, their program is missing): no attempt of
 /// the run tries them again (the next agent of the fallback chain does).
 /// Kept for the life of the driver; a resumed driver finds out again
 /// within one attempt.
@@ -218,9 +219,20 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
     let ctx = job.ctx.clone();
     let spec = match choose_agent(&ctx, &job.agents) {
         Ok(s) => s,
+        // The driver asked just before dispatching: only an agent refused
+        // meanwhile by another attempt gets here. No attempt is made for
+        // it; the driver stops the run on the configuration failure.
         Err(why) => {
             let agent = job.agents.first().cloned().unwrap_or_default();
-            return finish_unstarted(&job, &agent, FailureClass::Unavailable, why).await;
+            return end(
+                &job,
+                &agent,
+                Outcome::Failed,
+                Some(Failure {
+                    class: FailureClass::Config,
+                    reason: why,
+                }),
+            );
         }
     };
     let paths = workspace::paths(&ctx, &job.task, job.n);
@@ -282,8 +294,15 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
         return end(&job, &spec.name, Outcome::Abandoned, Some(f));
     }
     if let Some(why) = agent_run.unavailable {
+        // Unavailable is for the fallback chain; with no agent of the
+        // chain left that can work, it is the configuration's to fix.
+        let class = if agent_run.permanent && choose_agent(&ctx, &job.agents).is_err() {
+            FailureClass::Config
+        } else {
+            FailureClass::Unavailable
+        };
         let f = Failure {
-            class: FailureClass::Unavailable,
+            class,
             reason: format!("agent {} unavailable: {why}", spec.name),
         };
         settle(&job, &paths).await;
@@ -315,37 +334,6 @@ async fn settle(job: &Job, paths: &AttemptPaths) {
         Ok(workspace::settle(store, &p, start, limits)?)
     })
     .await;
-}
-
-/// An attempt that ended before it had a worktree (no agent available):
-/// recorded so the breaker and the log see it.
-async fn finish_unstarted(job: &Job, agent: &str, class: FailureClass, why: String) -> End {
-    let ctx = job.ctx.clone();
-    let (task, n, agent_name) = (job.task.clone(), job.n, agent.to_owned());
-    let paths = workspace::paths(&ctx, &job.task, job.n);
-    let why2 = why.clone();
-    let ctx2 = ctx.clone();
-    let new = workspace::NewAttempt {
-        task: task.id.clone(),
-        n,
-        port: 0,
-        agent: agent_name,
-        base: job.base,
-        start: None,
-        candidate: job.candidate,
-    };
-    let _ = blocking(&ctx, move |store| {
-        workspace::create(store, &ctx2, &paths, &new)?;
-        workspace::abandon_unmade(store, &ctx2.run, &task.id, n, &paths, &why2)
-            .map_err(RunError::from)
-    })
-    .await;
-    end(
-        job,
-        agent,
-        Outcome::Abandoned,
-        Some(Failure { class, reason: why }),
-    )
 }
 
 enum Prepare {
@@ -625,9 +613,12 @@ async fn run_agent(
                 why.clone(),
                 None,
             );
+            // (Its supervisor could not be started: the machine, not the
+            // configuration, which the preflight checked.)
             return Ok(AgentOutcome {
                 ended,
                 unavailable: Some(why),
+                permanent: false,
                 cause: None,
                 timeout,
                 record: Some(record),
@@ -665,12 +656,16 @@ async fn run_agent(
         crate::process::tail_of(&launch.group.stderr, TAIL_BYTES)
     );
     let read = crate::launch::read(spec, &ended, &launch, &ctx.settings.prices, &tail);
-    if read.availability == Availability::AuthFailed {
-        let why = "its credentials were refused".to_owned();
+    let permanent = match read.availability {
+        Availability::AuthFailed => Some("its credentials were refused"),
+        Availability::Missing => Some("its program was missing"),
+        _ => None,
+    };
+    if let Some(why) = permanent {
         REFUSED
             .lock()
             .expect("the refusal list lock is never poisoned")
-            .push((ctx.run.to_string(), spec.name.clone(), why));
+            .push((ctx.run.to_string(), spec.name.clone(), why.to_owned()));
     }
     let record = agent_finished(
         job,
@@ -685,6 +680,7 @@ async fn run_agent(
     Ok(AgentOutcome {
         ended,
         unavailable: read.unavailable,
+        permanent: permanent.is_some(),
         cause: read.cause,
         timeout,
         record: Some(record),

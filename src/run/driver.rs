@@ -12,8 +12,9 @@
 //! by another process is seen within a second.
 //!
 //! It stops dispatching when the circuit breaker trips, when the budget is
-//! spent, or on Ctrl-C/SIGTERM; in-flight agents are stopped (TERM, then
-//! KILL) except on budget, where they may finish. An attempt whose task
+//! spent, when a task's agents cannot work as configured, or on
+//! Ctrl-C/SIGTERM; in-flight agents are stopped (TERM, then KILL) except
+//! on budget and configuration, where they may finish. An attempt whose task
 //! panics is recorded failed (internal error) and the run goes on.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -52,6 +53,10 @@ pub enum DriveOutcome {
     /// failure inside git-orch repeats attempt after attempt. Retrying
     /// would only repeat it; the run stops until someone fixes the cause.
     Broken(String),
+    /// An agent cannot work as configured and no fallback can: its key
+    /// was refused, its program is missing. Retrying would only repeat
+    /// it; the run stops until the configuration is fixed.
+    Config(String),
 }
 
 /// Whether an error's text says the disk is full (`ENOSPC`, from git-orch
@@ -318,6 +323,9 @@ impl<'p> Driver<'p> {
             return Ok(());
         }
         for task in schedule::ready_tasks(run, ctx.plan()) {
+            if self.stop.is_some() {
+                break;
+            }
             if self.live_attempts() >= self.ctx.run_settings.cap || self.live.contains_key(&task) {
                 continue;
             }
@@ -359,6 +367,13 @@ impl<'p> Driver<'p> {
             .saturating_sub(self.live_attempts());
         if chains.len() > free {
             return Ok(());
+        }
+        // No attempt for a task none of whose agents can work: that is the
+        // configuration's to fix, and the run stops for it.
+        for chain in &chains {
+            if let Err(why) = attempt::choose_agent(&self.ctx, chain) {
+                return self.config_stop(why);
+            }
         }
         let first = run.tasks.get(task).map_or(1, |t| t.next_attempt());
         let of = chains.len() as u32;
@@ -555,12 +570,18 @@ impl<'p> Driver<'p> {
         &mut self,
         done: Result<(tokio::task::Id, End), tokio::task::JoinError>,
     ) -> Result<(), RunError> {
+        // Said after the attempt's end, which it explains.
+        let mut config = None;
         let (task, n, outcome, reason) = match done {
             Ok((id, end)) => {
                 self.tasks.remove(&id);
                 match &end.failure {
                     Some(f) if f.class == FailureClass::Internal => {
                         self.internal_failure(&f.reason)?;
+                    }
+                    Some(f) if f.class == FailureClass::Config => {
+                        self.internal = 0;
+                        config = Some(f.reason.clone());
                     }
                     // Stopped by this driver: says nothing of git-orch's work.
                     Some(f) if f.class == FailureClass::Interrupted => {}
@@ -609,6 +630,9 @@ impl<'p> Driver<'p> {
             outcome,
             reason,
         });
+        if let Some(why) = config {
+            self.config_stop(why)?;
+        }
         Ok(())
     }
 
@@ -640,6 +664,25 @@ impl<'p> Driver<'p> {
         }]);
         self.cancel_all.cancel();
         self.stop = Some(DriveOutcome::Broken(why));
+        Ok(())
+    }
+
+    /// An agent cannot work as configured and no fallback can: no more
+    /// attempts start (each would fail the same way), the ones running
+    /// finish, what passed lands, and the run stops with why.
+    fn config_stop(&mut self, why: String) -> Result<(), RunError> {
+        if self.stop.is_some() {
+            return Ok(());
+        }
+        (self.progress)(Progress::Stopping(
+            "an agent cannot work as configured; no attempt is retried".into(),
+        ));
+        self.store.append(vec![Event::RunStopped {
+            run_id: self.ctx.run.clone(),
+            reason: StopReason::Config,
+            detail: why.clone(),
+        }])?;
+        self.stop = Some(DriveOutcome::Config(why));
         Ok(())
     }
 

@@ -60,6 +60,9 @@ pub fn follow(
                     budget: r.settings.budget_usd.unwrap_or_default(),
                 }),
                 Some((StopReason::Interrupted, _)) => Followed::Ended(DriveOutcome::Interrupted),
+                Some((StopReason::Config, why)) => {
+                    Followed::Ended(DriveOutcome::Config(why.clone()))
+                }
                 None => Followed::DriverGone,
             });
         }

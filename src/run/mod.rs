@@ -144,6 +144,10 @@ pub enum RunError {
     Settings(#[source] crate::config::ConfigError),
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Some task has no agent that can work here (unknown, its program
+    /// missing or hidden by the sandbox, no key): nothing was started.
+    #[error("{}", agents_cannot_work(.0))]
+    AgentsCannotWork(Vec<crate::preflight::Blocked>),
     #[error("committing the result: {0}")]
     Commit(#[source] crate::process::ProcessError),
     #[error(transparent)]
@@ -192,6 +196,9 @@ pub struct RunContext {
     pub on_step: Option<StepObserver>,
     /// What the person starting the run should be told first.
     pub warnings: Vec<String>,
+    /// Agents that cannot work here while their tasks have a fallback that
+    /// can: said at every start.
+    pub agent_warnings: Vec<String>,
 }
 
 /// Receives [`progress::Progress::Step`] from any attempt's task, as it
@@ -390,9 +397,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             .collect(),
         None => config_warnings(store, base)?,
     };
-    // A sandbox that is asked for but cannot work stops the run before
-    // anything is written.
-    crate::sandbox::resolve(&settings.sandbox)?;
+    // A sandbox that is asked for but cannot work, or a bind that
+    // cannot, stops the run before anything is written.
+    crate::sandbox::resolve(&settings.sandbox)?.check_binds(Some(store.common_dir()))?;
     let worktree_root = worktree_root(store, &settings);
     if let Some(w) = store.workdir() {
         let w = w.canonicalize().unwrap_or_else(|_| w.to_owned());
@@ -493,6 +500,26 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
             })?;
         return Ok(Prepared::NothingToDo(Box::new(last)));
     }
+    // Every task to run needs an agent that can work here, checked where
+    // it will run: else the run stops now, with the fix, before any
+    // attempt (workers check their own machines).
+    let agent_warnings = if opts.start_only {
+        Vec::new()
+    } else {
+        let to_run = |sub: &crate::plan::Subtask| match &resume {
+            Some(r) => r.tasks.get(&sub.id).is_none_or(|t| {
+                !t.status(retries_for(r, sub)).is_terminal()
+                    && t.status(retries_for(r, sub)) != TaskStatus::Passed
+            }),
+            None => !carried.contains_key(&sub.id),
+        };
+        let chains = planned_chains(&revision.plan, &run_settings, &to_run);
+        let checked = crate::preflight::before_run(&settings, &chains, store.common_dir())?;
+        if !checked.blocked.is_empty() {
+            return Err(RunError::AgentsCannotWork(checked.blocked));
+        }
+        checked.warnings
+    };
     let run_id = resume
         .as_ref()
         .map_or_else(|| new_run_id(plan_id), |r| r.id.clone());
@@ -508,6 +535,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         budget,
     )?;
     ctx.warnings = warnings;
+    ctx.agent_warnings = agent_warnings;
     if !opts.dry_run {
         ctx.warnings.extend(unpassed_variables(
             &ctx.settings,
@@ -1015,6 +1043,7 @@ fn build_context(
         budget,
         on_step: None,
         warnings: Vec::new(),
+        agent_warnings: Vec::new(),
     })
 }
 
@@ -1144,6 +1173,50 @@ pub fn summarize(run: &RunState, plan: &Plan) -> RunSummary {
 }
 
 /// The retry budget of one subtask in `run`.
+/// The agents each task that `runs` would try, in fallback order: its
+/// own or the run's agent, and each best-of-N candidate's, each followed
+/// by the run's fallbacks.
+fn planned_chains(
+    plan: &Plan,
+    settings: &RunSettings,
+    runs: &dyn Fn(&crate::plan::Subtask) -> bool,
+) -> Vec<(String, Vec<String>)> {
+    let chain = |first: &str| {
+        let mut c = vec![first.to_owned()];
+        for f in &settings.fallback {
+            if !c.contains(f) {
+                c.push(f.clone());
+            }
+        }
+        c
+    };
+    let mut out = Vec::new();
+    for sub in plan.subtasks.iter().filter(|s| runs(s)) {
+        let first = sub.agent.as_deref().unwrap_or(&settings.agent);
+        out.push((sub.id.to_string(), chain(first)));
+        for c in &sub.candidates {
+            out.push((sub.id.to_string(), chain(c)));
+        }
+    }
+    out
+}
+
+/// The one message for agents that cannot work here.
+fn agents_cannot_work(blocked: &[crate::preflight::Blocked]) -> String {
+    let each: Vec<String> = blocked
+        .iter()
+        .map(|b| {
+            let tasks = match b.tasks.len() {
+                0 => String::new(),
+                1 => format!(" (task {})", b.tasks[0]),
+                _ => format!(" (tasks {})", b.tasks.join(", ")),
+            };
+            format!("agent {}{tasks} cannot work here: {}", b.agent, b.problem)
+        })
+        .collect();
+    format!("the run cannot start: {}", each.join("; "))
+}
+
 pub fn retries_for(run: &RunState, sub: &crate::plan::Subtask) -> u32 {
     sub.retries.unwrap_or(run.settings.retries)
 }

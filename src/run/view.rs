@@ -420,10 +420,14 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
         let t = run.tasks.get(&sub.id);
         let retries = super::retries_for(run, sub);
         let is_blocked = blocked.contains(&sub.id);
-        let status = Status::of(
+        let status = match Status::of(
             t.map_or(TaskStatus::Pending, |t| t.status(retries)),
             is_blocked,
-        );
+        ) {
+            // A run that stopped retries nothing until it is resumed.
+            Status::Retrying if run.stopped.is_some() && run.finished.is_none() => Status::Stopped,
+            s => s,
+        };
         let last = t.and_then(|t| t.current());
         let elapsed_ms = last.map(|a| {
             let start = a.started.map_or(a.created_ms, |s| s.time_ms);
@@ -552,7 +556,8 @@ impl RunStanding {
 /// The exit code `git orch run` ends with for a run that has ended as
 /// `run` says (docs/cli.md, exit codes), or `None` while it goes on: 0 when every
 /// task is done or skipped, 3 when some are not, 64 for a spent budget, 65
-/// for the circuit breaker, 130 when interrupted.
+/// for the circuit breaker, 78 for an agent that cannot work as
+/// configured, 130 when interrupted.
 pub fn exit_code(run: &RunState) -> Option<u8> {
     if let Some(s) = &run.finished {
         return Some(if is_complete(s) { 0 } else { 3 });
@@ -561,6 +566,7 @@ pub fn exit_code(run: &RunState) -> Option<u8> {
         crate::event::StopReason::Breaker => 65,
         crate::event::StopReason::Budget => 64,
         crate::event::StopReason::Interrupted => 130,
+        crate::event::StopReason::Config => 78,
     })
 }
 

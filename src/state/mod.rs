@@ -184,10 +184,9 @@ impl AttemptState {
     /// A passed attempt the merge queue could not land counts.
     pub fn counts_as_failure(&self) -> bool {
         (self.outcome == Some(Outcome::Failed)
-            && self
-                .failure
-                .as_ref()
-                .is_none_or(|f| f.class != FailureClass::Unavailable))
+            && self.failure.as_ref().is_none_or(|f| {
+                !matches!(f.class, FailureClass::Unavailable | FailureClass::Config)
+            }))
             || self.landing_failure.is_some()
     }
 
@@ -243,8 +242,9 @@ pub enum TaskStatus {
     Running,
     /// A failed attempt and budget left: the next attempt is due.
     Retrying,
-    /// Its attempt was stopped with the run (Ctrl-C, a driver that died):
-    /// it starts again when the run is resumed.
+    /// Its attempt was stopped with the run (Ctrl-C, a driver that died),
+    /// or its agent cannot work as configured: it starts again when the
+    /// run is resumed.
     Stopped,
     /// The last attempt passed its gates and waits for the merge queue.
     Passed,
@@ -320,6 +320,15 @@ impl TaskState {
                 .failure
                 .as_ref()
                 .is_none_or(|f| f.class == FailureClass::Interrupted)
+        {
+            return TaskStatus::Stopped;
+        }
+        // Its agent cannot work as configured: it waits for the fix and a
+        // resume, not for a retry.
+        if last
+            .failure
+            .as_ref()
+            .is_some_and(|f| f.class == FailureClass::Config)
         {
             return TaskStatus::Stopped;
         }
@@ -1379,6 +1388,21 @@ mod tests {
             },
         ));
         assert_eq!(status(&records), TaskStatus::Retrying);
+    }
+
+    #[test]
+    fn an_agent_that_cannot_work_as_configured_stops_the_task_without_spending_its_budget() {
+        let records = vec![
+            rec(1, started()),
+            rec(2, created(1)),
+            rec(3, finished(1, Outcome::Failed, Some(FailureClass::Config))),
+        ];
+        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        assert_eq!(t.failures(), 0);
+        // Waiting for the fix and a resume, whatever the budget.
+        assert_eq!(t.status(0), TaskStatus::Stopped);
+        assert_eq!(t.status(5), TaskStatus::Stopped);
+        assert!(t.status(0).may_start());
     }
 
     #[test]

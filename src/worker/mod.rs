@@ -175,7 +175,8 @@ pub struct Worker {
     /// never a reason to stop.
     push_failures: u32,
     push_again: Option<Instant>,
-    /// Runs not approved any more, with why (looked at again each round).
+    /// Runs this worker leaves alone, with why: not approved any more, or
+    /// its agents cannot work here.
     skipped: BTreeMap<RunId, String>,
     /// Runs whose context failed to load for another reason, with the
     /// error and how many rounds in a row it did.
@@ -542,6 +543,15 @@ impl Worker {
         task: &TaskId,
         report: &(dyn Fn(Report) + Sync),
     ) -> Result<bool, WorkerError> {
+        // A task none of whose agents can work on this machine gets no
+        // claim here: another worker's may work. Said once.
+        if let Some(sub) = ctx.plan().subtask(task.as_str()) {
+            let chain = crate::run::schedule::agent_chain(ctx, run, sub);
+            if let Err(why) = attempt::choose_agent(ctx, &chain) {
+                self.skip_for_config(&run.id, why, report);
+                return Ok(false);
+            }
+        }
         let name = Store::claim_ref(run.id.as_str(), task.as_str());
         let previous = self.store.tracked(&self.opts.remote, &name)?;
         let mut n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
@@ -669,6 +679,13 @@ impl Worker {
         report: &(dyn Fn(Report) + Sync),
     ) -> Result<(), WorkerError> {
         self.live.remove(&(run.clone(), end.task.clone()));
+        if let Some(f) = end
+            .failure
+            .as_ref()
+            .filter(|f| f.class == FailureClass::Config)
+        {
+            self.skip_for_config(&run, f.reason.clone(), report);
+        }
         let branch = format!("refs/heads/orch/{}/{}/attempt-{}", run, end.task, end.n);
         if let Some(tip) = self.store.ref_target(&branch)? {
             // Best effort: the result is also kept under refs/orch/keep,
@@ -686,6 +703,22 @@ impl Worker {
         });
         self.sync(report);
         Ok(())
+    }
+
+    /// This machine's agents cannot work for `run` as configured: it is
+    /// left to other workers, said once.
+    fn skip_for_config(&mut self, run: &RunId, why: String, report: &(dyn Fn(Report) + Sync)) {
+        if self.skipped.contains_key(run) {
+            return;
+        }
+        report(Report::Skipped {
+            run: run.to_string(),
+            why: format!(
+                "{why}\nhint: this worker leaves the run to others; fix it (`git orch agents` checks every agent), then start the worker again"
+            ),
+        });
+        self.contexts.remove(run);
+        self.skipped.insert(run.clone(), why);
     }
 
     /// Whether an attempt this worker ran waits to land.

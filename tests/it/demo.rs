@@ -273,7 +273,8 @@ fn an_unknown_agent_is_refused_before_anything_is_written() {
             &keep.to_string_lossy(),
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
+    // The configuration exit code: who writes the code cannot work.
+    assert_eq!(out.status.code(), Some(78));
     let err = stderr(&out);
     assert!(err.contains("no agent named \"nosuchagent\""), "{err}");
     assert!(err.contains("drop --agent"), "{err}");
@@ -302,7 +303,7 @@ fn a_missing_agent_program_names_the_agent_and_how_to_install_it() {
             &keep.to_string_lossy(),
         ],
     );
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(78));
     let err = stderr(&out);
     assert!(err.contains("agent gemini runs `gemini`"), "{err}");
     assert!(err.contains("npm install -g @google/gemini-cli"), "{err}");

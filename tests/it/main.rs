@@ -22,6 +22,7 @@ mod everyday;
 mod exactly_once;
 mod exit_codes;
 mod faults;
+mod first_hour;
 mod fsck;
 mod gates;
 mod help;

@@ -459,7 +459,8 @@ fn the_circuit_breaker_stops_with_exit_65() {
     let p = project(
         &mut sb,
         &[("a", &[], "true"), ("b", &[], "true"), ("c", &[], "true")],
-        Some("[breaker]\n\tconsecutiveFailures = 3\n"),
+        // Budget left when the breaker trips: the task would be retried.
+        Some("[orch]\n\tretries = 5\n[breaker]\n\tconsecutiveFailures = 3\n"),
     );
     p.script("default", "exit 1\n");
     for id in ["a", "b", "c"] {
@@ -479,6 +480,15 @@ fn the_circuit_breaker_stops_with_exit_65() {
             .contains("agent failures 3"),
         "{stop}"
     );
+    // Issue 26: a stopped run retries nothing until it is resumed, and
+    // says so: its last frame, status and --json never say "retrying".
+    let err = stderr(&out);
+    assert!(!err.contains("retrying #"), "{err}");
+    assert!(err.contains("stopped #"), "{err}");
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "stopped", "{s}");
+    let table = sb.orch_ok(&p.repo, &["status"]);
+    assert!(!table.contains("retrying"), "{table}");
 }
 
 #[test]

@@ -254,7 +254,8 @@ fn bwrap_required_but_broken_refuses_the_run_and_writes_nothing() {
     sb.set_env("GIT_ORCH_SANDBOX", "");
     let before = sb.refs(&p.repo);
     let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // The configuration cannot work here: its own exit code.
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(
         err.contains("bubblewrap sandbox, but it does not work here"),
@@ -316,4 +317,188 @@ fn bad_sandbox_settings_are_refused_before_anything_is_written() {
         stderr(&out)
     );
     assert_eq!(sb.refs(&p.repo), before);
+}
+
+/// Links (or copies) the built git-orch into `dir`, as a user who
+/// downloaded it to a scratch folder has it.
+fn git_orch_in(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let to = dir.join("git-orch");
+    let from = common::bin_dir().join("git-orch");
+    if std::fs::hard_link(&from, &to).is_err() {
+        std::fs::copy(&from, &to).expect("copy git-orch");
+    }
+    to
+}
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// Issue 26: git-orch, a command agent's script and that script's
+/// interpreter all live in a folder under /tmp, which the sandbox makes
+/// private. Each is shown read-only: the agent runs, its own commit goes
+/// through the commit hook (which calls git-orch back by path), and the
+/// work lands; the script cannot be written, and the home folder beside
+/// them stays hidden.
+#[test]
+fn programs_in_a_temp_folder_run_confined_and_commit_through_the_hook() {
+    if !tools::bwrap_works("programs_in_a_temp_folder_run_confined_and_commit_through_the_hook") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    assert!(
+        sb.path().starts_with("/tmp"),
+        "the test needs a folder under /tmp"
+    );
+    let bin = sb.path().join("bin");
+    git_orch_in(&bin);
+    // The interpreter: a link in the scratch folder (the kernel opens the
+    // link's path, so the folder must be there).
+    let tools = sb.path().join("tools/bin");
+    std::fs::create_dir_all(&tools).expect("mkdir");
+    std::os::unix::fs::symlink("/bin/sh", tools.join("mysh")).expect("symlink");
+    let agent = sb.path().join("agents/my-agent");
+    let script = format!(
+        "#!{}\nset -e\nt=\"$1\"; r=\"src/$t/report\"; : > \"$r\"\n\
+if (echo evil >> \"$0\") 2>/dev/null; then echo WROTE-SELF >> \"$r\"; else echo SELF-READ-ONLY >> \"$r\"; fi\n\
+if cat \"$(dirname \"$0\")/../home/secret\" >/dev/null 2>&1; then echo HOME-SEEN >> \"$r\"; else echo HOME-HIDDEN >> \"$r\"; fi\n\
+echo done > \"src/$t/done\"\ngit add -A\ngit commit -q -m \"$t: own commit\"\n",
+        tools.join("mysh").display()
+    );
+    executable(&agent, &script);
+    std::fs::write(sb.path().join("home/secret"), "s3cr3t").expect("secret");
+    let p = project(
+        &mut sb,
+        &[
+            ("a", &[], "test -f src/a/done"),
+            ("b", &[], "test -f src/b/done"),
+        ],
+        Some(&format!(
+            "[orch]\n    agent = mine\n[agent \"mine\"]\n    kind = command\n    command = {} {{task}}\n",
+            agent.display()
+        )),
+    );
+    sb.set_env(
+        "PATH",
+        &format!("{}:{}", bin.display(), common::system_bin().display()),
+    );
+    sb.set_env("GIT_ORCH_SANDBOX", "auto");
+    let out = sb.orch(&p.repo, &["run", "proj"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(sandboxes_of(&sb, &p.repo), ["bwrap", "bwrap"]);
+    let s = status_json(&sb, &p.repo);
+    for t in s["tasks"].as_array().expect("tasks") {
+        assert_eq!(t["status"], "done", "{s}");
+        assert_eq!(t["attempts"], 1, "{s}");
+    }
+    for task in ["a", "b"] {
+        let r = std::fs::read_to_string(p.repo.join(format!("src/{task}/report"))).expect("report");
+        assert_eq!(r, "SELF-READ-ONLY\nHOME-HIDDEN\n");
+    }
+    assert_eq!(std::fs::read_to_string(&agent).expect("agent"), script);
+}
+
+/// Issue 26: the SSH agent's socket may sit in any folder, beside what an
+/// agent needs (here its own script, outside /tmp and the home folder).
+/// Only the socket is hidden: the script runs, the socket refuses.
+#[test]
+fn only_the_ssh_agent_socket_is_hidden_not_what_sits_beside_it() {
+    if !tools::bwrap_works("only_the_ssh_agent_socket_is_hidden_not_what_sits_beside_it") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    let shared = tempfile::Builder::new()
+        .prefix("sock-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tmp");
+    let sock = shared.path().join("agent.sock");
+    let listener = UnixListener::bind(&sock).expect("socket");
+    listener.set_nonblocking(true).expect("non-blocking");
+    let agent = shared.path().join("my-agent");
+    executable(
+        &agent,
+        "#!/bin/sh\nset -e\nr=\"src/$1/report\"\n\
+if python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])' \"$2\" 2>/dev/null; then echo SOCK-CONNECTED > \"$r\"; else echo SOCK-DENIED > \"$r\"; fi\n",
+    );
+    let p = project(
+        &mut sb,
+        &[("a", &[], "test -f src/a/report")],
+        Some(&format!(
+            "[orch]\n    agent = mine\n[agent \"mine\"]\n    kind = command\n    command = {} {{task}} {}\n",
+            agent.display(),
+            sock.display()
+        )),
+    );
+    sb.set_env("SSH_AUTH_SOCK", &sock.to_string_lossy());
+    sb.set_env("GIT_ORCH_SANDBOX", "bwrap");
+    let out = sb.orch(&p.repo, &["run", "proj"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(p.repo.join("src/a/report")).expect("report"),
+        "SOCK-DENIED\n"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the agent reached the SSH agent socket"
+    );
+}
+
+/// Issue 26: `git orch agents` looks for each program inside the sandbox a
+/// run would use, and says why one is not there and how to show it. A
+/// program in the runtime folder (hidden on purpose: it holds sockets)
+/// cannot work confined; the same one works unconfined, and a program
+/// under /tmp (shown by git-orch itself) is ready.
+#[test]
+fn agents_looks_for_each_program_in_the_sandbox_a_run_would_use() {
+    if !tools::bwrap_works("agents_looks_for_each_program_in_the_sandbox_a_run_would_use") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    let runtime = tempfile::Builder::new()
+        .prefix("xdg-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tmp");
+    let hidden = runtime.path().join("hidden-agent");
+    executable(&hidden, "#!/bin/sh\nexit 0\n");
+    let scratch = sb.path().join("scratch/temp-agent");
+    executable(&scratch, "#!/bin/sh\nexit 0\n");
+    let p = project(
+        &mut sb,
+        &[("a", &[], "true")],
+        Some(&format!(
+            "[agent \"hid\"]\n    kind = command\n    command = {} {{task}}\n[agent \"tmp\"]\n    kind = command\n    command = {}\n",
+            hidden.display(),
+            scratch.display()
+        )),
+    );
+    sb.set_env("XDG_RUNTIME_DIR", &runtime.path().to_string_lossy());
+    sb.set_env("GIT_ORCH_SANDBOX", "bwrap");
+    let out = sb.orch(&p.repo, &["agents", "hid"]);
+    let text = common::stdout(&out);
+    assert_eq!(out.status.code(), Some(3), "{text}{}", stderr(&out));
+    assert!(text.contains("cannot work here"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "problem: its program {} is hidden by the sandbox: runtime folders (/run, $XDG_RUNTIME_DIR) are hidden",
+            hidden.display()
+        )),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&common::stdout(
+        &sb.orch(&p.repo, &["agents", "hid", "--json"]),
+    ))
+    .expect("json");
+    assert_eq!(json["agents"][0]["presence"]["state"], "hidden", "{json}");
+    // Under /tmp: git-orch shows it, so it is ready.
+    let out = sb.orch(&p.repo, &["agents", "tmp"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout(&out));
+    assert!(common::stdout(&out).contains("ready"));
+    // Unconfined, the runtime folder is no obstacle.
+    sb.set_env("GIT_ORCH_SANDBOX", "none");
+    let out = sb.orch(&p.repo, &["agents", "hid"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::stdout(&out));
 }
