@@ -115,7 +115,13 @@ struct Driver<'p> {
     /// When this driver took over: the breaker counts from here.
     since_ms: i64,
     exe: std::path::PathBuf,
+    /// Stops every attempt's agent, setup and gates.
     cancel_all: CancellationToken,
+    /// Stops landings: only Ctrl-C and git-orch failing its own work do. A
+    /// tripped breaker or a configuration stop lets what passed land (a
+    /// landing cut short by the breaker's cancel landed nothing, and the
+    /// run ended with passed work waiting).
+    cancel_landings: CancellationToken,
     live: BTreeMap<TaskId, LiveTask>,
     running: JoinSet<End>,
     /// Which attempt each tokio task runs, to name a panic.
@@ -177,6 +183,7 @@ impl<'p> Driver<'p> {
             since_ms,
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
             cancel_all: CancellationToken::new(),
+            cancel_landings: CancellationToken::new(),
             live: BTreeMap::new(),
             running: JoinSet::new(),
             tasks: HashMap::new(),
@@ -242,6 +249,7 @@ impl<'p> Driver<'p> {
     /// recorded where it can be, and the outcome says why once.
     async fn break_down(&mut self, why: String) -> DriveOutcome {
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         while let Some(done) = self.running.join_next_with_id().await {
             let _ = self.attempt_ended(done);
         }
@@ -453,7 +461,7 @@ impl<'p> Driver<'p> {
         if may_land && self.landings.is_empty() && self.queued(run) && !self.stuck(run) {
             self.landing_set = waiting_set(run);
             self.landings
-                .spawn((self.lander)(self.cancel_all.child_token()));
+                .spawn((self.lander)(self.cancel_landings.child_token()));
         }
     }
 
@@ -663,6 +671,7 @@ impl<'p> Driver<'p> {
             detail: why.clone(),
         }]);
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         self.stop = Some(DriveOutcome::Broken(why));
         Ok(())
     }
@@ -798,6 +807,7 @@ impl<'p> Driver<'p> {
             "interrupted: stopping agents (rerun the same command to resume)".into(),
         ));
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         self.store.append(vec![Event::RunStopped {
             run_id: self.ctx.run.clone(),
             reason: StopReason::Interrupted,
