@@ -344,9 +344,27 @@ pub fn survey(
     let mut seen = std::collections::BTreeSet::new();
     wanted.retain(|n| seen.insert(n.clone()));
     let mut agents = Vec::new();
+    // A sandbox that cannot be used as set refuses every run: no agent is
+    // ready, whatever the checks made as if unconfined say.
+    let refused = report.in_force.is_none().then(|| {
+        let (problem, fix) = report
+            .summary
+            .split_once("\nhint: ")
+            .unwrap_or((report.summary.as_str(), "fix the [sandbox] settings"));
+        Finding {
+            severity: Severity::Error,
+            problem: format!("runs are refused here: {problem}"),
+            fix: fix.to_owned(),
+            paste: None,
+        }
+    });
     for name in wanted {
         let spec = AgentSpec::resolve(&name, &settings.agents).map_err(|e| e.to_string())?;
-        agents.push(check(&spec, &sandbox, git_dir, versions));
+        let mut report = check(&spec, &sandbox, git_dir, versions);
+        if let Some(f) = &refused {
+            report.findings.insert(0, f.clone());
+        }
+        agents.push(report);
     }
     Ok(Survey {
         sandbox: report,

@@ -234,10 +234,17 @@ fn a_new_users_first_hour_with_everything_under_tmp() {
         "[sandbox] roBind = /no/such/folder: /no/such/folder cannot be used",
         "hint: create it, or remove the line from .orch/config",
     );
-    // `git orch agents` says the same before any run.
-    let out = sb.orch(&p.repo, &["agents", "claude"]);
+    // `git orch agents` says the same before any run: no agent is ready
+    // while the sandbox cannot be made.
+    let out = sb.orch(&p.repo, &["agents", "mine"]);
     assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
-    assert!(stdout(&out).contains("[sandbox] roBind = /no/such/folder"));
+    assert!(
+        stdout(&out).contains(
+            "problem: runs are refused here: [sandbox] roBind = /no/such/folder: /no/such/folder cannot be used"
+        ),
+        "{}",
+        stdout(&out)
+    );
     // The demo with the key missing stops before it writes anything too.
     let keep = sb.path().join("demo-claude");
     let (out, took) = timed(
