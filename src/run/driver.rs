@@ -116,6 +116,10 @@ struct Driver<'p> {
     since_ms: i64,
     exe: std::path::PathBuf,
     cancel_all: CancellationToken,
+    /// Stops a landing in progress: only an interruption or git-orch's own
+    /// breakdown does; a breaker, budget or configuration stop still lands
+    /// what passed (an attempt may pass after the stop, while it ends).
+    cancel_landings: CancellationToken,
     live: BTreeMap<TaskId, LiveTask>,
     running: JoinSet<End>,
     /// Which attempt each tokio task runs, to name a panic.
@@ -177,6 +181,7 @@ impl<'p> Driver<'p> {
             since_ms,
             exe: std::env::current_exe().unwrap_or_else(|_| "git-orch".into()),
             cancel_all: CancellationToken::new(),
+            cancel_landings: CancellationToken::new(),
             live: BTreeMap::new(),
             running: JoinSet::new(),
             tasks: HashMap::new(),
@@ -242,6 +247,7 @@ impl<'p> Driver<'p> {
     /// recorded where it can be, and the outcome says why once.
     async fn break_down(&mut self, why: String) -> DriveOutcome {
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         while let Some(done) = self.running.join_next_with_id().await {
             let _ = self.attempt_ended(done);
         }
@@ -453,7 +459,7 @@ impl<'p> Driver<'p> {
         if may_land && self.landings.is_empty() && self.queued(run) && !self.stuck(run) {
             self.landing_set = waiting_set(run);
             self.landings
-                .spawn((self.lander)(self.cancel_all.child_token()));
+                .spawn((self.lander)(self.cancel_landings.child_token()));
         }
     }
 
@@ -663,6 +669,7 @@ impl<'p> Driver<'p> {
             detail: why.clone(),
         }]);
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         self.stop = Some(DriveOutcome::Broken(why));
         Ok(())
     }
@@ -798,6 +805,7 @@ impl<'p> Driver<'p> {
             "interrupted: stopping agents (rerun the same command to resume)".into(),
         ));
         self.cancel_all.cancel();
+        self.cancel_landings.cancel();
         self.store.append(vec![Event::RunStopped {
             run_id: self.ctx.run.clone(),
             reason: StopReason::Interrupted,
