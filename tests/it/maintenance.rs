@@ -558,7 +558,13 @@ fn looped_beside_a_run(command: &[&str]) {
         let during = rounds.load(Ordering::SeqCst);
         stop.store(true, Ordering::SeqCst);
         looper.join().expect("maintenance loop");
-        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what}: {}\n{}",
+            stderr(&out),
+            objects_named(&sb, &p.repo, &stderr(&out))
+        );
         assert!(during >= 2, "{what}: the maintenance ran {during} times");
         eprintln!("{what}: {during} rounds beside the run");
         assert_landed_once(&sb, &p.repo, &ids, &what);
@@ -567,6 +573,24 @@ fn looped_beside_a_run(command: &[&str]) {
         let failures = sb.fsck_failures();
         assert!(failures.is_empty(), "{what}: {}", failures.join("\n"));
     }
+}
+
+/// For a failure's message: whether each object id `text` names is in
+/// the repository (`git cat-file -t`), so a missing object is told from
+/// one git-orch failed to see.
+fn objects_named(sb: &Sandbox, repo: &Path, text: &str) -> String {
+    let mut out = String::new();
+    for id in text.split(|c: char| !c.is_ascii_hexdigit()) {
+        if id.len() == 40 || id.len() == 64 {
+            let o = sb.git_output(repo, &["cat-file", "-t", id]);
+            out.push_str(&format!(
+                "git cat-file -t {id}: {}{}\n",
+                stdout(&o).trim(),
+                stderr(&o).trim()
+            ));
+        }
+    }
+    out
 }
 
 #[test]
