@@ -291,35 +291,41 @@ impl Store {
         let wait = gix::lock::acquire::Fail::AfterDurationWithBackoff(
             std::time::Duration::from_millis(1000),
         );
-        let packed = self.packed_refs_stamp();
-        let mut tries = 0;
+        let (mut folder_tries, mut packed_tries) = (0, 0);
         let prepared = loop {
+            let packed = self.packed_refs_stamp();
             match self
                 .repo
                 .refs
                 .transaction()
                 .prepare(edits.clone(), wait, wait)
             {
+                // A `git pack-refs` (every `git gc` runs one) replaced
+                // packed-refs while the refs were locked and their values
+                // compared: gix may have compared with the packed-refs
+                // before it, in which a ref whose loose file pack-refs then
+                // removed holds an older value. Dropped unwritten (its
+                // locks released) and prepared again; still racing after
+                // that, the caller reads again as after a lost race.
+                Ok(p) if self.packed_refs_stamp() != packed => {
+                    drop(p);
+                    packed_tries += 1;
+                    if packed_tries > PACKED_RACE_TRIES {
+                        return Ok(Applied::Conflict);
+                    }
+                }
                 Ok(p) => break p,
                 Err(e) if is_cas_conflict(&e) => return Ok(Applied::Conflict),
                 // `git pack-refs --prune` removes a ref's folder once it
                 // is empty, also between gix making it and making the
                 // ref's lock file in it ("No such file or directory", or
                 // "File exists" when gix made it again meanwhile): again.
-                Err(e) if tries < LOCK_FOLDER_TRIES && lock_folder_vanished(&e) => tries += 1,
+                Err(e) if folder_tries < LOCK_FOLDER_TRIES && lock_folder_vanished(&e) => {
+                    folder_tries += 1;
+                }
                 Err(e) => return Err(ref_error(&updates[0].name, self.common_dir(), e)),
             }
         };
-        if self.packed_refs_stamp() != packed {
-            // A `git pack-refs` (every `git gc` runs one) replaced
-            // packed-refs while the refs were locked and their values
-            // compared: gix may have compared with the packed-refs before
-            // it, in which a ref whose loose file pack-refs then removed
-            // holds an older value. Nothing is written (dropping the
-            // transaction releases its locks); the caller reads again.
-            drop(prepared);
-            return Ok(Applied::Conflict);
-        }
         // Each new ref file is complete on the disk before its rename
         // replaces the old one: a crash then leaves the old value or the
         // new, never an empty file.
