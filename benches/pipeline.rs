@@ -31,7 +31,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{command, flush, git, median, ms, orch};
@@ -59,13 +58,6 @@ for t in "$@"; do
   git worktree remove "$wt"
 done
 "#;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 fn task_ids(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("t{i:02}")).collect()
@@ -97,26 +89,6 @@ fn template(root: &Path, tasks: &[String]) -> PathBuf {
     orch(&repo, &["plan", "add", &file.to_string_lossy()]);
     orch(&repo, &["approve", "bench"]);
     repo
-}
-
-/// A fresh copy of the template for one side of one round.
-fn copy(template: &Path, name: &str) -> PathBuf {
-    let dest = template.with_file_name(name);
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(template)
-        .arg(&dest)
-        .status()
-        .expect("cp")
-        .success();
-    assert!(ok, "copying the template");
-    dest
-}
-
-fn remove(repo: &Path) {
-    let _ = std::fs::remove_dir_all(repo);
-    let _ = std::fs::remove_dir_all(repo.with_extension("orch"));
-    let _ = std::fs::remove_dir_all(repo.with_extension("raw"));
 }
 
 /// Commits `land` gained over `main`.
@@ -190,8 +162,8 @@ fn run_side(side: Side, repo: &Path, tasks: &[String]) -> Duration {
 }
 
 fn main() {
-    let n = env_number("ORCH_PIPELINE_TASKS", 16).max(1);
-    let rounds = env_number("ORCH_PIPELINE_ROUNDS", 3).max(1);
+    let n = common::env_number("ORCH_PIPELINE_TASKS", 16).max(1);
+    let rounds = common::env_number("ORCH_PIPELINE_ROUNDS", 3).max(1);
     let tmp = tempfile::Builder::new()
         .prefix("orch-bench-pipeline-")
         .tempdir_in(common::bench_root())
@@ -208,7 +180,7 @@ fn main() {
     let copies: Vec<Vec<PathBuf>> = (0..rounds)
         .map(|r| {
             (0..sides.len())
-                .map(|i| copy(&template, &format!("round-{r}-side-{i}")))
+                .map(|i| common::copy_template(&template, &format!("round-{r}-side-{i}")))
                 .collect()
         })
         .collect();
@@ -225,7 +197,7 @@ fn main() {
         }
     }
     for repo in copies.iter().flatten() {
-        remove(repo);
+        common::remove_copy(repo);
     }
     let raw = median(&mut walls[0].clone());
     println!();

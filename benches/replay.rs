@@ -40,7 +40,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{command, flush, git, median, ms, orch};
@@ -74,13 +73,6 @@ while [ $# -gt 0 ]; do
   git worktree remove "$wt"
 done
 "#;
-
-fn env_number(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 /// One commit of the stretch, as a subtask.
 struct Step {
@@ -234,25 +226,6 @@ fn template(root: &Path, source: &Path, tip: &str, base: &str, steps: &[Step]) -
     repo
 }
 
-fn copy(template: &Path, name: &str) -> PathBuf {
-    let dest = template.with_file_name(name);
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(template)
-        .arg(&dest)
-        .status()
-        .expect("cp")
-        .success();
-    assert!(ok, "copying the template");
-    dest
-}
-
-fn remove(repo: &Path) {
-    let _ = std::fs::remove_dir_all(repo);
-    let _ = std::fs::remove_dir_all(repo.with_extension("orch"));
-    let _ = std::fs::remove_dir_all(repo.with_extension("raw"));
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Side {
     Raw,
@@ -387,7 +360,7 @@ fn main() {
         .filter_map(|s| s.trim().parse().ok())
         .filter(|&n| n > 0)
         .collect();
-    let rounds = env_number("ORCH_REPLAY_ROUNDS", 2).max(1);
+    let rounds = common::env_number("ORCH_REPLAY_ROUNDS", 2).max(1);
     let tmp = tempfile::Builder::new()
         .prefix("orch-bench-replay-")
         .tempdir_in(common::bench_root())
@@ -436,7 +409,7 @@ fn main() {
         let copies: Vec<Vec<PathBuf>> = (0..rounds)
             .map(|r| {
                 (0..sides.len())
-                    .map(|i| copy(&template, &format!("round-{r}-side-{i}")))
+                    .map(|i| common::copy_template(&template, &format!("round-{r}-side-{i}")))
                     .collect()
             })
             .collect();
@@ -457,7 +430,7 @@ fn main() {
             }
         }
         for repo in copies.iter().flatten().filter(|_| !keep) {
-            remove(repo);
+            common::remove_copy(repo);
         }
         let raw = median(&mut walls[0]);
         let orch = median(&mut walls[1]);

@@ -763,14 +763,11 @@ pub struct Verdict {
 
 impl Verdict {
     /// `prev`, reused for gate `gate` in `mode` on the same tree and
-    /// command: status `cached`, whether it passed kept, its summary
-    /// prefixed `cached: ` once (a reuse of a reuse says it once).
+    /// command: status `cached`, whether it passed kept, its summary as
+    /// judged (every view prints the status beside it: no `cached: cached:`).
     pub fn reused(prev: &Verdict, gate: &str, mode: GateMode) -> Verdict {
-        let summary = if prev.status == GateStatus::Cached {
-            prev.summary.clone()
-        } else {
-            format!("cached: {}", prev.summary)
-        };
+        // The status says `cached`; the summary stays the one judged.
+        let summary = prev.summary.clone();
         Verdict {
             gate: gate.to_owned(),
             mode,
@@ -1342,7 +1339,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reused_verdict_says_cached_once_and_keeps_whether_it_passed() {
+    fn a_reused_verdict_is_cached_by_status_and_keeps_its_summary_and_whether_it_passed() {
         let ran = Verdict {
             gate: "verify".into(),
             mode: GateMode::Block,
@@ -1355,7 +1352,7 @@ mod tests {
             details: serde_json::Value::Null,
         };
         let once = Verdict::reused(&ran, "integration", GateMode::Block);
-        assert_eq!(once.summary, "cached: exit 2");
+        assert_eq!(once.summary, "exit 2");
         assert_eq!(once.gate, "integration");
         assert_eq!(
             (once.status, once.cached_pass, once.duration_ms),
@@ -1363,7 +1360,7 @@ mod tests {
         );
         assert!(once.blocks());
         let twice = Verdict::reused(&once, "integration", GateMode::Warn);
-        assert_eq!(twice.summary, "cached: exit 2");
+        assert_eq!(twice.summary, "exit 2");
         assert_eq!(twice.cached_pass, Some(false));
         assert!(!twice.blocks(), "a warning gate never blocks");
     }

@@ -859,9 +859,12 @@ fn missing_records(store: &Store, loaded: &Loaded) -> Result<Vec<DueRecord>, Fsc
 fn check_notes(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), FsckError> {
     for due in missing_records(store, loaded)? {
         let short = due.commit.to_string()[..12].to_owned();
+        // Derived data: worth repairing, not a failure (a crash between a
+        // landing's record and its note leaves this, and nothing reads
+        // notes to decide anything).
         report.push(
             Check::Notes,
-            Severity::Problem,
+            Severity::Note,
             short.clone(),
             format!(
                 "the note on {short} (refs/notes/orch) lost the record of its landing ({:?})",

@@ -316,3 +316,33 @@ pub fn fast_import_log(
     drop(input);
     assert!(child.wait().expect("fast-import").success(), "fast-import");
 }
+
+/// A number from the environment variable `name`, else `default`.
+pub fn env_number(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// A fresh copy (`cp -a`) of the template repository beside it, named
+/// `name`, for one side of one round.
+pub fn copy_template(template: &Path, name: &str) -> PathBuf {
+    let dest = template.with_file_name(name);
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(template)
+        .arg(&dest)
+        .status()
+        .expect("cp")
+        .success();
+    assert!(ok, "copying the template");
+    dest
+}
+
+/// Removes a copy and the worktree folders either side made beside it.
+pub fn remove_copy(repo: &Path) {
+    let _ = std::fs::remove_dir_all(repo);
+    let _ = std::fs::remove_dir_all(repo.with_extension("orch"));
+    let _ = std::fs::remove_dir_all(repo.with_extension("raw"));
+}

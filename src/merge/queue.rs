@@ -938,6 +938,9 @@ impl Queue {
                     &landings,
                     "the target moved between recording the landing and moving it",
                 )?;
+                // The target did not move: neither do its checkouts (the
+                // record, and the verdicts with it, are written).
+                return Ok((moved, Vec::new(), true));
             }
             crate::failpoint::hit("land.moved");
             Ok((moved, checkout::finish(store, &moves), true))

@@ -115,12 +115,10 @@ struct Driver<'p> {
     /// When this driver took over: the breaker counts from here.
     since_ms: i64,
     exe: std::path::PathBuf,
-    /// Stops every attempt's agent, setup and gates.
     cancel_all: CancellationToken,
-    /// Stops landings: only Ctrl-C and git-orch failing its own work do. A
-    /// tripped breaker or a configuration stop lets what passed land (a
-    /// landing cut short by the breaker's cancel landed nothing, and the
-    /// run ended with passed work waiting).
+    /// Stops a landing in progress: only an interruption or git-orch's own
+    /// breakdown does; a breaker, budget or configuration stop still lands
+    /// what passed (an attempt may pass after the stop, while it ends).
     cancel_landings: CancellationToken,
     live: BTreeMap<TaskId, LiveTask>,
     running: JoinSet<End>,

@@ -76,8 +76,9 @@ impl BranchLanding<'_> {
 /// Adds `record` to the note of `commit`, replacing a record of the same
 /// name (its first line) and keeping every other.
 pub fn add_record(store: &Store, commit: Oid, record: &str) -> Result<(), StoreError> {
-    let existing = store.note(commit)?.unwrap_or_default();
-    store.set_note(commit, &merged(&existing, record))
+    store.update_note(commit, |existing| {
+        merged(existing.unwrap_or_default(), record)
+    })
 }
 
 /// Whether the note of `commit` holds a record named `name`.

@@ -754,8 +754,15 @@ impl Store {
         mut op: impl FnMut() -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         for round in 0..HEAL_ROUNDS {
+            let healed = self.healed_objects();
             match op() {
-                Err(e) if self.heal_missing() > 0 || is_transient(&e.to_string()) => {
+                // Also when the background checks wrote something again
+                // while `op` ran: what it missed may be there now.
+                Err(e)
+                    if self.heal_missing() > 0
+                        || self.healed_objects() != healed
+                        || is_transient(&e.to_string()) =>
+                {
                     pause(round);
                 }
                 other => return other,
@@ -772,8 +779,13 @@ impl Store {
         mut op: impl FnMut() -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         for round in 0..HEAL_ROUNDS {
+            let healed = self.healed_objects();
             match op() {
-                Err(e) if is_vanished_folder(&e.to_string()) || self.heal_missing() > 0 => {
+                Err(e)
+                    if is_vanished_folder(&e.to_string())
+                        || self.heal_missing() > 0
+                        || self.healed_objects() != healed =>
+                {
                     pause(round);
                 }
                 other => return other,

@@ -590,6 +590,49 @@ mod tests {
         }
     }
 
+    /// `git pack-refs --all --prune` (what every `git gc` runs) looped
+    /// beside appends: it moves the log ref into a new packed-refs and
+    /// removes its loose file, and gix reads packed-refs before the loose
+    /// file, also when it compares a ref's value under its lock. Without
+    /// reading again when packed-refs changed, an append's compare-and-
+    /// swap passed against an older value and the appends after it were
+    /// lost.
+    #[test]
+    fn appends_beside_pack_refs_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        store.writer().expect("writer");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let packer = {
+            let stop = stop.clone();
+            let path = dir.path().to_owned();
+            std::thread::spawn(move || {
+                let git = crate::process::Git::new(&path)
+                    .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                    .env("GIT_CONFIG_NOSYSTEM", "1");
+                let mut rounds = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    // A lock git-orch holds for a moment fails a round.
+                    let _ = git.run(["pack-refs", "--all", "--prune"]);
+                    rounds += 1;
+                }
+                rounds
+            })
+        };
+        const N: u64 = 300;
+        for n in 0..N {
+            store
+                .append(vec![crate::event::Event::DebugMarker {
+                    label: "beside pack-refs".into(),
+                    n,
+                }])
+                .expect("append");
+        }
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(packer.join().expect("packer") > 2, "pack-refs hardly ran");
+        assert_eq!(store.read_log().expect("log").entries.len() as u64, N);
+    }
+
     /// A store whose object database did run out of index slots (opened
     /// here with two, where git-orch gives thousands) still appends, on a
     /// fresh open, and stores shared or kept from before are replaced.

@@ -62,14 +62,24 @@ impl Store {
     /// then a compare-and-swap of the notes ref, redone if another writer
     /// moved it first.
     pub fn set_note(&self, target: Oid, text: &str) -> Result<()> {
-        let mut data = text.trim_end_matches('\n').to_owned();
-        data.push('\n');
+        self.update_note(target, |_| text.to_owned())
+    }
+
+    /// Sets the orch note of `target` to what `edit` makes of the note it
+    /// holds (`None`: none), read under the notes lock and again on every
+    /// retry: two writers adding records to one note never lose one.
+    pub fn update_note(&self, target: Oid, edit: impl Fn(Option<&str>) -> String) -> Result<()> {
         let mut guard = self.lock("notes.lock", "writing a note")?;
         guard.intend([NOTES_REF]);
         let objects = NoteObjects(self);
         let context = || format!("writing the note of {target} in {NOTES_REF}");
         for attempt in 0..super::lock::MAX_TRIES {
             let tip = self.ref_target(NOTES_REF)?;
+            // Read after the tip: a note newer than it fails the
+            // compare-and-swap below, and the loop reads both again.
+            let existing = self.note(target)?;
+            let mut data = edit(existing.as_deref()).trim_end_matches('\n').to_owned();
+            data.push('\n');
             let root = match tip {
                 Some(commit) => self.commit_info(commit)?.tree,
                 None => self.write_empty_tree()?,
@@ -99,8 +109,15 @@ impl Store {
         })
     }
 
-    /// The orch note of `target`, if any.
+    /// The orch note of `target`, if any. A note tree or blob this process
+    /// wrote that a prune took is written again and the read made once
+    /// more: a note read as missing would be written back without the
+    /// records it held.
     pub fn note(&self, target: Oid) -> Result<Option<String>> {
+        self.retrying(|| self.note_once(target))
+    }
+
+    fn note_once(&self, target: Oid) -> Result<Option<String>> {
         let mut notes = self
             .repo
             .notes()

@@ -368,12 +368,21 @@ impl Store {
                 match git.run(["write-tree"]) {
                     Err(crate::process::ProcessError::Failed { ref stderr, .. })
                         if rehashed < 64
-                            && let Some(path) = invalid_object_path(stderr) =>
+                            && let Some((mode, path)) = invalid_object(stderr) =>
                     {
-                        // A blob `git add` wrote a moment ago was pruned
-                        // before the tree named it: hashed again from the
-                        // file.
-                        git.run(["hash-object", "-w", "--", path])?;
+                        if mode.starts_with("04") || paths.dir.join(path).is_dir() {
+                            // A tree an earlier `write-tree` wrote, that the
+                            // index caches for a folder, was pruned: an
+                            // index made afresh caches no tree, and
+                            // `write-tree` writes them all again.
+                            remove_any(&paths.index)?;
+                            git.run(&args)?;
+                        } else {
+                            // A blob `git add` wrote a moment ago was pruned
+                            // before the tree named it: hashed again from
+                            // the file.
+                            git.run(["hash-object", "-w", "--", path])?;
+                        }
                         rehashed += 1;
                     }
                     other => return Ok(other?),
@@ -943,18 +952,30 @@ fn canonical(parsed: &dyn gix::objs::WriteTo, data: &[u8]) -> std::result::Resul
     Ok(())
 }
 
-/// The path git names when `write-tree` meets a blob that is not in the
-/// object database ("invalid object 100644 <id> for '<path>'").
-fn invalid_object_path(stderr: &str) -> Option<&str> {
-    stderr
+/// The mode and path git names when `write-tree` meets an object that is
+/// not in the object database ("invalid object 100644 <id> for '<path>'";
+/// mode 040000 for a tree the index caches).
+fn invalid_object(stderr: &str) -> Option<(&str, &str)> {
+    let (mode_id, rest) = stderr
         .lines()
-        .find_map(|l| l.split_once("invalid object ")?.1.split_once(" for '"))
-        .and_then(|(_, rest)| rest.strip_suffix('\''))
+        .find_map(|l| l.split_once("invalid object ")?.1.split_once(" for '"))?;
+    let mode = mode_id.split_whitespace().next()?;
+    Some((mode, rest.strip_suffix('\'')?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_tree_names_the_missing_object_and_its_mode() {
+        let blob = "error: invalid object 100644 0123456789abcdef0123456789abcdef01234567 for 'src/a b'\nfatal: git-write-tree: error building trees";
+        assert_eq!(invalid_object(blob), Some(("100644", "src/a b")));
+        let tree =
+            "error: invalid object 040000 0123456789abcdef0123456789abcdef01234567 for 'src/t00'";
+        assert_eq!(invalid_object(tree), Some(("040000", "src/t00")));
+        assert_eq!(invalid_object("fatal: something else"), None);
+    }
 
     const BRANCH: &str = "orch/r/t/attempt-1";
 

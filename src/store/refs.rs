@@ -81,6 +81,21 @@ impl Store {
         if let Some(proposed) = self.overlay.get(name) {
             return Ok(*proposed);
         }
+        // gix reads packed-refs before the loose file: a `git pack-refs`
+        // (every `git gc` runs one) that moves the ref into a new
+        // packed-refs and deletes its loose file in between makes it look
+        // absent, or older. Read again when packed-refs changed meanwhile.
+        for _ in 0..PACKED_RACE_TRIES {
+            let before = self.packed_refs_stamp();
+            let found = self.ref_target_once(name)?;
+            if self.packed_refs_stamp() == before {
+                return Ok(found);
+            }
+        }
+        self.ref_target_once(name)
+    }
+
+    fn ref_target_once(&self, name: &str) -> Result<Option<Oid>> {
         let reference = match self.repo.try_find_reference(name) {
             Ok(r) => r,
             Err(e) => {
@@ -136,8 +151,16 @@ impl Store {
         // there a moment ago. Such a failure is a race, not a state:
         // walk again, a few times, before reporting it.
         let mut tries = 0;
+        let mut packed_races = 0;
         let mut out = loop {
+            let before = self.packed_refs_stamp();
             match self.walk_refs(prefix) {
+                // A `git pack-refs` meanwhile may have hidden a ref that
+                // moved from its loose file into packed-refs (see
+                // `ref_target`): walk again.
+                Ok(_) if packed_races < PACKED_RACE_TRIES && self.packed_refs_stamp() != before => {
+                    packed_races += 1;
+                }
                 Ok(out) => break out,
                 // Damage is a state, not a race: no use walking again.
                 Err(e @ StoreError::Damaged { .. }) => return Err(e),
@@ -158,6 +181,15 @@ impl Store {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// What identifies the packed-refs file's content now (its inode, size
+    /// and time of change), or `None` when there is none: a new one is
+    /// always a new file, renamed into place.
+    fn packed_refs_stamp(&self) -> Option<(u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(self.common_dir().join("packed-refs")).ok()?;
+        Some((m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
     }
 
     /// One walk of the refs under `prefix` as git holds them (the overlay
@@ -259,10 +291,40 @@ impl Store {
         let wait = gix::lock::acquire::Fail::AfterDurationWithBackoff(
             std::time::Duration::from_millis(1000),
         );
-        let prepared = match self.repo.refs.transaction().prepare(edits, wait, wait) {
-            Ok(p) => p,
-            Err(e) if is_cas_conflict(&e) => return Ok(Applied::Conflict),
-            Err(e) => return Err(ref_error(&updates[0].name, self.common_dir(), e)),
+        let (mut folder_tries, mut packed_tries) = (0, 0);
+        let prepared = loop {
+            let packed = self.packed_refs_stamp();
+            match self
+                .repo
+                .refs
+                .transaction()
+                .prepare(edits.clone(), wait, wait)
+            {
+                // A `git pack-refs` (every `git gc` runs one) replaced
+                // packed-refs while the refs were locked and their values
+                // compared: gix may have compared with the packed-refs
+                // before it, in which a ref whose loose file pack-refs then
+                // removed holds an older value. Dropped unwritten (its
+                // locks released) and prepared again; still racing after
+                // that, the caller reads again as after a lost race.
+                Ok(p) if self.packed_refs_stamp() != packed => {
+                    drop(p);
+                    packed_tries += 1;
+                    if packed_tries > PACKED_RACE_TRIES {
+                        return Ok(Applied::Conflict);
+                    }
+                }
+                Ok(p) => break p,
+                Err(e) if is_cas_conflict(&e) => return Ok(Applied::Conflict),
+                // `git pack-refs --prune` removes a ref's folder once it
+                // is empty, also between gix making it and making the
+                // ref's lock file in it ("No such file or directory", or
+                // "File exists" when gix made it again meanwhile): again.
+                Err(e) if folder_tries < LOCK_FOLDER_TRIES && lock_folder_vanished(&e) => {
+                    folder_tries += 1;
+                }
+                Err(e) => return Err(ref_error(&updates[0].name, self.common_dir(), e)),
+            }
         };
         // Each new ref file is complete on the disk before its rename
         // replaces the old one: a crash then leaves the old value or the
@@ -384,6 +446,20 @@ impl Store {
             &format!("orch: keep {why}"),
         ))
     }
+}
+
+/// How often a read is made again because packed-refs changed under it.
+const PACKED_RACE_TRIES: usize = 8;
+/// How often a ref update is prepared again because the folder of a lock
+/// file vanished.
+const LOCK_FOLDER_TRIES: usize = 8;
+
+/// Whether preparing a ref update failed because the folder of a ref's
+/// lock file was removed (or removed and made again) while the lock was
+/// being made: gix's "another IO error" (a lock another process holds is
+/// a different error, waited for inside gix).
+fn lock_folder_vanished(e: &gix::Error) -> bool {
+    super::chain(e).contains("Another IO error occurred while obtaining the lock")
 }
 
 /// gix reports a failed `MustExistAndMatch`/`MustNotExist` as a conflict;

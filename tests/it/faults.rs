@@ -204,7 +204,8 @@ fn a_tripped_breaker_ends_the_driver_once_its_attempts_end_and_lands_what_passed
             events.iter().any(|e| e["type"] == "landed"
                 && e["task"] == task.as_str()
                 && e["attempt"].as_u64() == Some(*n)),
-            "{task}/{n} passed and never landed"
+            "{task}/{n} passed and never landed\n{}",
+            common::stderr(&out)
         );
     }
 }

@@ -234,6 +234,59 @@ fn a_pin_left_by_a_killed_landing_is_noted_and_removed() {
     assert_eq!(code, Some(0), "{report:#}");
 }
 
+/// The target moves between a landing's record and its move (here a
+/// person commits on main; beside `git gc` a replaced packed-refs did
+/// it): the landing is voided and the person's checkout is left alone,
+/// then the next round lands on the new tip. Before, the checkout was
+/// moved to the candidate anyway and the next round refused to land
+/// over "files you have changed".
+#[test]
+fn a_target_moved_under_a_landing_leaves_the_checkout_alone() {
+    let mut sb = Sandbox::new();
+    let (p, ids) = tasks_project(&mut sb, 1, None);
+    let gate = sb.path().join("gate");
+    let run = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake"])
+        .env("ORCH_FAILPOINTS", "land.recorded=wait@1")
+        .env("ORCH_FAILPOINT_FILE", &gate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    wait_until(
+        "the landing to be recorded",
+        Duration::from_secs(60),
+        || gate.exists(),
+    );
+    std::fs::write(p.repo.join("NOTES.md"), "a person's commit\n").expect("write");
+    sb.git(&p.repo, &["add", "NOTES.md"]);
+    sb.git(
+        &p.repo,
+        &[
+            "-c",
+            "user.name=Person",
+            "-c",
+            "user.email=person@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "a person's commit",
+        ],
+    );
+    std::fs::remove_file(&gate).expect("let the landing go");
+    let out = run.wait_with_output().expect("run ends");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_landed_once(&sb, &p.repo, &ids, "after the target moved");
+    assert_eq!(
+        sb.git(&p.repo, &["status", "--porcelain"]),
+        "",
+        "the checkout of main is not main"
+    );
+    let (code, report) = fsck_json(&sb, &p.repo);
+    assert_eq!(code, Some(0), "{report:#}");
+}
+
 #[test]
 fn a_log_tip_whose_objects_are_gone_names_the_ref_and_the_repair() {
     let sb = Sandbox::new();
@@ -558,7 +611,13 @@ fn looped_beside_a_run(command: &[&str]) {
         let during = rounds.load(Ordering::SeqCst);
         stop.store(true, Ordering::SeqCst);
         looper.join().expect("maintenance loop");
-        assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{what}: {}\n{}",
+            stderr(&out),
+            objects_named(&sb, &p.repo, &stderr(&out))
+        );
         assert!(during >= 2, "{what}: the maintenance ran {during} times");
         eprintln!("{what}: {during} rounds beside the run");
         assert_landed_once(&sb, &p.repo, &ids, &what);
@@ -567,6 +626,24 @@ fn looped_beside_a_run(command: &[&str]) {
         let failures = sb.fsck_failures();
         assert!(failures.is_empty(), "{what}: {}", failures.join("\n"));
     }
+}
+
+/// For a failure's message: whether each object id `text` names is in
+/// the repository (`git cat-file -t`), so a missing object is told from
+/// one git-orch failed to see.
+fn objects_named(sb: &Sandbox, repo: &Path, text: &str) -> String {
+    let mut out = String::new();
+    for id in text.split(|c: char| !c.is_ascii_hexdigit()) {
+        if id.len() == 40 || id.len() == 64 {
+            let o = sb.git_output(repo, &["cat-file", "-t", id]);
+            out.push_str(&format!(
+                "git cat-file -t {id}: {}{}\n",
+                stdout(&o).trim(),
+                stderr(&o).trim()
+            ));
+        }
+    }
+    out
 }
 
 #[test]
