@@ -139,12 +139,12 @@ fn stretch(source: &Path, tip: &str, n: usize) -> (String, Vec<Step>) {
             let id = format!("c{i:03}-{commit}");
             let mut depends_on: Vec<String> = paths
                 .iter()
-                .filter_map(|p| last_toucher.get(p).cloned())
+                .filter_map(|p| last_toucher.get(order_key(p)).cloned())
                 .collect();
             depends_on.sort();
             depends_on.dedup();
             for p in &paths {
-                last_toucher.insert(p.clone(), id.clone());
+                last_toucher.insert(order_key(p).to_owned(), id.clone());
             }
             let quoted: Vec<String> = paths.iter().map(|p| shell_quote(p)).collect();
             let verification = format!("git diff --quiet {commit} -- {}", quoted.join(" "));
@@ -160,6 +160,17 @@ fn stretch(source: &Path, tip: &str, n: usize) -> (String, Vec<Step>) {
         })
         .collect();
     (base, steps)
+}
+
+/// What a change to `path` must be ordered behind: the path itself, or
+/// for a file in a folder-wide pinch point (CI workflows) the folder, as
+/// `plan check` asks: subtasks sharing a pinch point run one after another.
+fn order_key(path: &str) -> &str {
+    const FOLDER_PINCHES: [&str; 1] = [".github/workflows/"];
+    FOLDER_PINCHES
+        .iter()
+        .find(|f| path.starts_with(*f))
+        .map_or(path, |f| &f[..f.len() - 1])
 }
 
 fn shell_quote(s: &str) -> String {

@@ -16,6 +16,7 @@
 //! bound to its tree. `verify` answers, for any commit, whether git-orch
 //! landed it from an approved, gated run or an approved, gated branch.
 
+pub mod bisect;
 pub mod candidate;
 pub mod checkout;
 pub mod hand;

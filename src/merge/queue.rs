@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::MergeError;
+use super::bisect;
 use super::candidate::{self, Built, Entry, Names, Strategy};
 use super::checkout;
 use crate::config::Settings;
@@ -403,33 +404,18 @@ impl Queue {
                 .await?;
             let (good, culprit) = if pass {
                 (stack.len(), None)
-            } else if stack.len() == 1 {
-                (0, Some((0, failing)))
             } else {
-                let (mut lo, mut hi, mut hi_failing) = (0, stack.len(), failing);
-                while hi - lo > 1 {
-                    let mid = (lo + hi) / 2;
-                    let (ok, f) = self
-                        .gate(
-                            &stack,
-                            mid,
-                            Scratch {
-                                path: scratch,
-                                at: None,
-                            },
-                            cancel,
-                            report,
-                            passed,
-                        )
-                        .await?;
-                    if ok {
-                        lo = mid;
-                    } else {
-                        hi = mid;
-                        hi_failing = f;
-                    }
+                let mut search = bisect::Bisection::new(stack.len(), failing);
+                while let Some(n) = search.next() {
+                    let at = Scratch {
+                        path: scratch,
+                        at: None,
+                    };
+                    let (ok, verdicts) = self.gate(&stack, n, at, cancel, report, passed).await?;
+                    search.record(n, ok, verdicts);
                 }
-                (lo, Some((hi - 1, hi_failing)))
+                let found = search.found();
+                (found.passing, Some((found.index, found.verdicts)))
             };
             if cancel.is_cancelled() {
                 return Ok(());

@@ -738,7 +738,7 @@ fn pinch_points(
                 Severity::Blocking,
                 names.clone(),
                 format!(
-                    "pinch point {unit} ({}) is owned by {}; give it to one subtask",
+                    "pinch point {unit} ({}) is owned by {}; give it to one subtask, or order them one after another with depends_on",
                     kind.describe(),
                     names.join(" and ")
                 ),

@@ -80,7 +80,7 @@ impl Job {
         Ok(Job {
             base,
             start,
-            agents: super::schedule::agent_chain(ctx, run, &sub),
+            agents: super::schedule::agent_chain(&ctx.run_settings, run, &sub),
             retry,
             gates: crate::gate::stack(&ctx.settings, ctx.plan(), &sub),
             ctx: ctx.clone(),

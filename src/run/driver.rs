@@ -365,7 +365,7 @@ impl<'p> Driver<'p> {
             .subtask(task.as_str())
             .expect("ready tasks come from the plan")
             .clone();
-        let chains = schedule::round_chains(&self.ctx, run, &sub);
+        let chains = schedule::round_chains(&self.ctx.run_settings, run, &sub);
         let free = self
             .ctx
             .run_settings

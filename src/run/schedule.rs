@@ -3,7 +3,7 @@
 //! breaker trips, what a retry is told, which agents to try, and where a
 //! new attempt starts. The driver and the worker both act on them.
 
-use crate::event::{FailureClass, Outcome};
+use crate::event::{FailureClass, Outcome, RunSettings};
 use crate::gate::context::RetryContext;
 use crate::ids::TaskId;
 use crate::plan::Plan;
@@ -233,13 +233,14 @@ fn failure_context(run: &RunState, task: &TaskId) -> Option<RetryContext> {
 /// The agents to try for the next attempt of `task`: its own or the run's,
 /// then the fallbacks; an agent the last attempt found unavailable goes
 /// last.
-pub fn agent_chain(ctx: &RunContext, run: &RunState, task: &crate::plan::Subtask) -> Vec<String> {
-    let first = task
-        .agent
-        .clone()
-        .unwrap_or_else(|| ctx.run_settings.agent.clone());
+pub fn agent_chain(
+    settings: &RunSettings,
+    run: &RunState,
+    task: &crate::plan::Subtask,
+) -> Vec<String> {
+    let first = task.agent.clone().unwrap_or_else(|| settings.agent.clone());
     let mut chain = vec![first];
-    for f in &ctx.run_settings.fallback {
+    for f in &settings.fallback {
         if !chain.contains(f) {
             chain.push(f.clone());
         }
@@ -275,30 +276,24 @@ pub fn attempt_base(store: &Store, ctx: &RunContext) -> Result<crate::store::Oid
 /// cap, since every candidate is an attempt the cap counts. One chain is
 /// an ordinary attempt.
 pub fn round_chains(
-    ctx: &RunContext,
+    settings: &RunSettings,
     run: &RunState,
     task: &crate::plan::Subtask,
 ) -> Vec<Vec<String>> {
-    let chain = agent_chain(ctx, run, task);
+    let chain = agent_chain(settings, run, task);
     let mut chains: Vec<Vec<String>> = if task.candidates.is_empty() {
-        vec![chain; ctx.run_settings.best_of.max(1) as usize]
+        vec![chain; settings.best_of.max(1) as usize]
     } else {
         task.candidates
             .iter()
             .map(|first| {
                 let mut c = vec![first.clone()];
-                c.extend(
-                    ctx.run_settings
-                        .fallback
-                        .iter()
-                        .filter(|f| *f != first)
-                        .cloned(),
-                );
+                c.extend(settings.fallback.iter().filter(|f| *f != first).cloned());
                 c
             })
             .collect()
     };
-    chains.truncate(ctx.run_settings.cap.max(1));
+    chains.truncate(settings.cap.max(1));
     chains
 }
 
@@ -475,7 +470,235 @@ fn explain(ranked: &mut [crate::event::CandidateRank], failure: &dyn Fn(u32) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{CandidateRank, Criterion};
+    use crate::event::{CandidateRank, Control, Criterion};
+    use crate::state::history::{History, settings};
+
+    /// A plan of `(id, depends_on, extra fields)` subtasks, as a user
+    /// would write it.
+    fn plan(tasks: &[(&str, &[&str], serde_json::Value)]) -> Plan {
+        let subtasks: Vec<serde_json::Value> = tasks
+            .iter()
+            .map(|(id, deps, extra)| {
+                let mut s = serde_json::json!({
+                    "id": id, "title": format!("Task {id}"),
+                    "owned_globs": [format!("src/{id}/**")],
+                    "deliverable": "done", "verification": "true", "depends_on": deps,
+                });
+                if let (Some(s), Some(extra)) = (s.as_object_mut(), extra.as_object()) {
+                    s.extend(extra.clone());
+                }
+                s
+            })
+            .collect();
+        let plan = serde_json::json!({
+            "version": 1, "id": "p", "instruction": "work", "subtasks": subtasks,
+        });
+        crate::plan::format::parse(plan.to_string().as_bytes()).expect("a valid plan")
+    }
+
+    fn none() -> serde_json::Value {
+        serde_json::json!({})
+    }
+
+    fn ids(tasks: impl IntoIterator<Item = TaskId>) -> Vec<String> {
+        tasks.into_iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn a_dead_dependency_blocks_every_task_behind_it_and_nothing_else() {
+        let p = plan(&[
+            ("a", &[], none()),
+            ("b", &["a"], none()),
+            ("c", &["b"], none()),
+            ("d", &[], none()),
+            ("e", &["d"], none()),
+            ("f", &[], none()),
+        ]);
+        let mut h = History::started(settings());
+        h.created("a", 1, "fake")
+            .finished("a", 1, Outcome::Failed, Some(FailureClass::Gate));
+        // One failure of a budget of one retry: `a` will be retried.
+        assert!(blocked_tasks(&h.state(), &p).is_empty());
+        h.created("a", 2, "fake")
+            .finished("a", 2, Outcome::Failed, Some(FailureClass::Gate))
+            .control("d", Control::Cancel);
+        assert_eq!(ids(blocked_tasks(&h.state(), &p)), ["b", "c", "e"]);
+        // A person's retry of `a` brings its dependents back.
+        h.control("a", Control::Retry);
+        assert_eq!(ids(blocked_tasks(&h.state(), &p)), ["e"]);
+    }
+
+    #[test]
+    fn a_subtasks_own_retry_budget_decides_when_it_blocks_its_dependents() {
+        let p = plan(&[
+            ("a", &[], serde_json::json!({"retries": 0})),
+            ("b", &["a"], none()),
+        ]);
+        let mut h = History::started(settings());
+        h.created("a", 1, "fake")
+            .finished("a", 1, Outcome::Failed, Some(FailureClass::Gate));
+        assert_eq!(ids(blocked_tasks(&h.state(), &p)), ["b"]);
+    }
+
+    #[test]
+    fn tasks_start_in_plan_order_once_their_dependencies_landed_or_were_skipped() {
+        let p = plan(&[
+            ("a", &[], none()),
+            ("b", &["a"], none()),
+            ("c", &["a", "d"], none()),
+            ("d", &[], none()),
+        ]);
+        let mut h = History::started(settings());
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["a", "d"]);
+        h.created("a", 1, "fake");
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["d"], "a runs");
+        h.finished("a", 1, Outcome::Passed, None);
+        // Passed is not landed: dependents build on what landed.
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["d"]);
+        h.landed("a", 1);
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["b", "d"]);
+        h.control("d", Control::Skip);
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["b", "c"]);
+    }
+
+    #[test]
+    fn retrying_and_stopped_tasks_may_start_again_failed_ones_may_not() {
+        let p = plan(&[("a", &[], none()), ("b", &[], none()), ("c", &[], none())]);
+        let mut h = History::started(settings());
+        h.created("a", 1, "fake")
+            .finished("a", 1, Outcome::Failed, Some(FailureClass::Gate))
+            .created("b", 1, "fake")
+            .finished("b", 1, Outcome::Abandoned, Some(FailureClass::Interrupted))
+            .created("c", 1, "fake")
+            .finished("c", 1, Outcome::Failed, Some(FailureClass::Gate))
+            .created("c", 2, "fake")
+            .finished("c", 2, Outcome::Failed, Some(FailureClass::Gate));
+        assert_eq!(ids(ready_tasks(&h.state(), &p)), ["a", "b"]);
+    }
+
+    #[test]
+    fn the_breaker_counts_streaks_that_interruptions_neither_count_nor_break() {
+        let mut h = History::started(settings());
+        h.at(1_000).created("a", 1, "fake").finished(
+            "a",
+            1,
+            Outcome::Failed,
+            Some(FailureClass::AgentCrash),
+        );
+        let since = 2_000;
+        h.at(since)
+            .created("b", 1, "fake")
+            .finished("b", 1, Outcome::Failed, Some(FailureClass::Timeout))
+            .created("c", 1, "fake")
+            .finished("c", 1, Outcome::Abandoned, Some(FailureClass::Interrupted))
+            .created("d", 1, "fake")
+            .finished("d", 1, Outcome::Failed, Some(FailureClass::Unavailable));
+        let b = Breaker::count(&h.state(), since);
+        // `a` ended before the driver took over: not counted.
+        assert_eq!(b.agent_failures, 2);
+        assert_eq!((b.retries, b.empties), (0, 0));
+        h.created("e", 1, "fake")
+            .finished("e", 1, Outcome::Failed, Some(FailureClass::Gate));
+        assert_eq!(
+            Breaker::count(&h.state(), since).agent_failures,
+            0,
+            "a failure of the work, not of the agent, ends the streak"
+        );
+    }
+
+    #[test]
+    fn the_breaker_counts_retries_but_not_the_candidates_of_a_round() {
+        let mut h = History::started(settings());
+        h.candidate("a", 1, 1, 3)
+            .candidate("a", 2, 1, 3)
+            .candidate("a", 3, 1, 3)
+            .created("b", 1, "fake")
+            .finished("b", 1, Outcome::Failed, Some(FailureClass::Empty))
+            .created("b", 2, "fake")
+            .finished("b", 2, Outcome::Failed, Some(FailureClass::Empty))
+            .candidate("a", 4, 4, 2)
+            .candidate("a", 5, 4, 2);
+        let b = Breaker::count(&h.state(), 0);
+        // b's second attempt and a's second round: two retries.
+        assert_eq!(b.retries, 2);
+        assert_eq!(b.empties, 2);
+    }
+
+    #[test]
+    fn the_breaker_trips_at_its_limits_and_says_which() {
+        let s = settings();
+        let at = |agent_failures, retries, empties| Breaker {
+            agent_failures,
+            retries,
+            empties,
+        };
+        assert_eq!(at(4, 19, 2).tripped(&s), None);
+        assert_eq!(
+            at(5, 0, 0).tripped(&s).as_deref(),
+            Some("5 consecutive agent failures (limit 5)")
+        );
+        assert_eq!(
+            at(0, 20, 0).tripped(&s).as_deref(),
+            Some("20 retries (limit 20)")
+        );
+        assert_eq!(
+            at(0, 0, 3).tripped(&s).as_deref(),
+            Some("3 consecutive empty results (limit 3)")
+        );
+    }
+
+    #[test]
+    fn the_agent_chain_puts_the_subtasks_agent_first_and_an_unavailable_one_last() {
+        let p = plan(&[("a", &[], serde_json::json!({"agent": "claude"}))]);
+        let sub = p.subtask("a").expect("a");
+        let mut s = settings();
+        s.fallback = vec!["codex".into(), "claude".into(), "gemini".into()];
+        let mut h = History::started(s.clone());
+        assert_eq!(
+            agent_chain(&s, &h.state(), sub),
+            ["claude", "codex", "gemini"]
+        );
+        h.created("a", 1, "claude").finished(
+            "a",
+            1,
+            Outcome::Failed,
+            Some(FailureClass::Unavailable),
+        );
+        assert_eq!(
+            agent_chain(&s, &h.state(), sub),
+            ["codex", "gemini", "claude"]
+        );
+        // Alone, an unavailable agent is still the one to try.
+        s.fallback.clear();
+        assert_eq!(agent_chain(&s, &h.state(), sub), ["claude"]);
+    }
+
+    #[test]
+    fn a_round_has_one_chain_per_candidate_and_never_more_than_the_cap() {
+        let p = plan(&[
+            ("a", &[], none()),
+            (
+                "b",
+                &[],
+                serde_json::json!({"candidates": ["claude", "codex"]}),
+            ),
+        ]);
+        let mut s = settings();
+        s.fallback = vec!["codex".into()];
+        s.best_of = 3;
+        let h = History::started(s.clone());
+        let a = p.subtask("a").expect("a");
+        let b = p.subtask("b").expect("b");
+        // best_of 3 at cap 2: two candidates.
+        assert_eq!(
+            round_chains(&s, &h.state(), a),
+            [["fake", "codex"], ["fake", "codex"]]
+        );
+        let chains = round_chains(&s, &h.state(), b);
+        assert_eq!(chains, [vec!["claude", "codex"], vec!["codex"]]);
+        s.best_of = 1;
+        assert_eq!(round_chains(&s, &h.state(), a).len(), 1);
+    }
 
     fn candidate(attempt: u32, passed: bool, lines: u64, cost: Option<f64>) -> CandidateRank {
         CandidateRank {

@@ -11,6 +11,8 @@
 //! `.git/orch/state/`, so that reading state costs what changed since the
 //! last read, not the whole history.
 
+#[cfg(test)]
+pub(crate) mod history;
 pub mod index;
 
 pub use index::{CacheSize, RunBrief, SharedIndex, StateIndex, cache_size};
@@ -1169,142 +1171,40 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
 
 #[cfg(test)]
 mod tests {
+    use super::history::{History, settings, task};
     use super::*;
-    use crate::event::{FORMAT_VERSION, FailureClass};
+    use crate::event::FailureClass;
 
-    fn rec(seq: u64, event: Event) -> Record {
-        Record {
-            version: FORMAT_VERSION,
-            writer: WriterId::new("w").expect("id"),
-            seq,
-            clock: seq,
-            time_ms: seq as i64,
-            event,
-        }
-    }
-
-    fn run_id() -> RunId {
-        RunId::new("r1").expect("id")
-    }
-
-    fn task() -> TaskId {
-        TaskId::new("t").expect("id")
-    }
-
-    fn started() -> Event {
-        Event::RunStarted {
-            run_id: run_id(),
-            plan_id: PlanId::new("p").expect("id"),
-            revision: 1,
-            plan_hash: "h".into(),
-            approval: "a".into(),
-            target: "main".into(),
-            base: "b".into(),
-            settings: RunSettings {
-                cap: 2,
-                agent: "fake".into(),
-                fallback: vec![],
-                timeout_secs: 60,
-                budget_usd: None,
-                retries: 1,
-                breaker_failures: 5,
-                breaker_retries: 20,
-                breaker_empty: 3,
-                workers: false,
-                best_of: 1,
-            },
-            carried: Default::default(),
-            by: None,
-        }
-    }
-
-    fn created(n: u32) -> Event {
-        Event::AttemptCreated {
-            run_id: run_id(),
-            task: task(),
-            attempt: n,
-            branch: format!("orch/r1/t/attempt-{n}"),
-            base: "b".into(),
-            start: None,
-            worktree: "/w".into(),
-            port: 20000,
-            agent: "fake".into(),
-            candidate: None,
-            foreign_branch: false,
-        }
-    }
-
-    fn candidate(n: u32, round: u32, of: u32) -> Event {
-        match created(n) {
-            Event::AttemptCreated {
-                run_id,
-                task,
-                attempt,
-                branch,
-                base,
-                start,
-                worktree,
-                port,
-                agent,
-                ..
-            } => Event::AttemptCreated {
-                run_id,
-                task,
-                attempt,
-                branch,
-                base,
-                start,
-                worktree,
-                port,
-                agent,
-                candidate: Some(Candidate { round, of }),
-                foreign_branch: false,
-            },
-            _ => unreachable!(),
-        }
-    }
-
-    fn judged(round: u32, winner: Option<u32>) -> Event {
-        Event::CandidatesJudged {
-            run_id: run_id(),
-            task: task(),
+    fn judged(h: &mut History, round: u32, winner: Option<u32>) {
+        let run_id = h.run_id().clone();
+        h.push(Event::CandidatesJudged {
+            run_id,
+            task: task("t"),
             round,
             winner,
             ranking: Vec::new(),
-        }
+        });
     }
 
-    fn finished(n: u32, outcome: Outcome, class: Option<FailureClass>) -> Event {
-        Event::AttemptFinished {
-            run_id: run_id(),
-            task: task(),
-            attempt: n,
-            outcome,
-            failure: class.map(|class| Failure {
-                class,
-                reason: "x".into(),
-            }),
-        }
+    fn task_of(h: &History) -> TaskState {
+        h.state().tasks[&task("t")].clone()
     }
 
     #[test]
     fn a_best_of_round_runs_until_judged_then_stands_for_its_winner() {
-        let mut records = vec![
-            rec(1, started()),
-            rec(2, candidate(1, 1, 2)),
-            rec(3, candidate(2, 1, 2)),
-            rec(4, finished(1, Outcome::Passed, None)),
-        ];
-        let task_of = |rs: &[Record]| fold(rs)[&run_id()].tasks[&task()].clone();
-        assert_eq!(task_of(&records).status(1), TaskStatus::Running);
-        records.push(rec(5, finished(2, Outcome::Passed, None)));
+        let mut h = History::started(settings());
+        h.candidate("t", 1, 1, 2)
+            .candidate("t", 2, 1, 2)
+            .finished("t", 1, Outcome::Passed, None);
+        assert_eq!(task_of(&h).status(1), TaskStatus::Running);
+        h.finished("t", 2, Outcome::Passed, None);
         // Every candidate ended, none chosen yet: nothing is queued.
-        let t = task_of(&records);
+        let t = task_of(&h);
         assert_eq!(t.status(1), TaskStatus::Running);
         assert!(t.attempts.iter().all(|a| !a.is_queued()));
         assert_eq!(t.round_to_judge().map(|(r, c)| (r, c.len())), Some((1, 2)));
-        records.push(rec(6, judged(1, Some(1))));
-        let t = task_of(&records);
+        judged(&mut h, 1, Some(1));
+        let t = task_of(&h);
         assert_eq!(t.status(1), TaskStatus::Passed);
         assert_eq!(t.current().map(|a| a.n), Some(1));
         assert!(t.attempts[0].is_queued());
@@ -1315,26 +1215,21 @@ mod tests {
         assert!(matches!(t.attempts[1].judged, Some(Judged::Archived(_))));
         assert!(t.round_to_judge().is_none());
         // A second judgement of the same round changes nothing.
-        records.push(rec(7, judged(1, Some(2))));
-        assert_eq!(task_of(&records).current().map(|a| a.n), Some(1));
+        judged(&mut h, 1, Some(2));
+        assert_eq!(task_of(&h).current().map(|a| a.n), Some(1));
     }
 
     #[test]
     fn a_round_where_none_passed_is_one_failure() {
-        let mut records = vec![
-            rec(1, started()),
-            rec(2, candidate(1, 1, 3)),
-            rec(3, candidate(2, 1, 3)),
-            rec(4, candidate(3, 1, 3)),
-        ];
-        for (i, n) in [1, 2, 3].into_iter().enumerate() {
-            records.push(rec(
-                5 + i as u64,
-                finished(n, Outcome::Failed, Some(FailureClass::Gate)),
-            ));
+        let mut h = History::started(settings());
+        for n in [1, 2, 3] {
+            h.candidate("t", n, 1, 3);
         }
-        records.push(rec(8, judged(1, None)));
-        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        for n in [1, 2, 3] {
+            h.finished("t", n, Outcome::Failed, Some(FailureClass::Gate));
+        }
+        judged(&mut h, 1, None);
+        let t = task_of(&h);
         assert_eq!(t.failures(), 1);
         assert_eq!(t.status(1), TaskStatus::Retrying);
         assert_eq!(t.status(0), TaskStatus::Failed);
@@ -1342,62 +1237,39 @@ mod tests {
 
     #[test]
     fn a_round_stopped_by_an_interruption_costs_no_retry() {
-        let records = vec![
-            rec(1, started()),
-            rec(2, candidate(1, 1, 2)),
-            rec(3, candidate(2, 1, 2)),
-            rec(
-                4,
-                finished(1, Outcome::Abandoned, Some(FailureClass::Interrupted)),
-            ),
-            rec(
-                5,
-                finished(2, Outcome::Abandoned, Some(FailureClass::Interrupted)),
-            ),
-            rec(6, judged(1, None)),
-        ];
-        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        let mut h = History::started(settings());
+        h.candidate("t", 1, 1, 2)
+            .candidate("t", 2, 1, 2)
+            .finished("t", 1, Outcome::Abandoned, Some(FailureClass::Interrupted))
+            .finished("t", 2, Outcome::Abandoned, Some(FailureClass::Interrupted));
+        judged(&mut h, 1, None);
+        let t = task_of(&h);
         assert_eq!(t.failures(), 0);
         assert_eq!(t.status(0), TaskStatus::Stopped);
     }
 
     #[test]
     fn retries_then_terminal_failure() {
-        let mut records = vec![rec(1, started()), rec(2, created(1))];
-        let status = |rs: &[Record]| fold(rs)[&run_id()].tasks[&task()].status(1);
-        assert_eq!(status(&records), TaskStatus::Running);
-        records.push(rec(
-            3,
-            finished(1, Outcome::Failed, Some(FailureClass::Gate)),
-        ));
-        assert_eq!(status(&records), TaskStatus::Retrying);
-        records.push(rec(4, created(2)));
-        records.push(rec(
-            5,
-            finished(2, Outcome::Failed, Some(FailureClass::Gate)),
-        ));
-        assert_eq!(status(&records), TaskStatus::Failed);
+        let mut h = History::started(settings());
+        h.created("t", 1, "fake");
+        let status = |h: &History| task_of(h).status(1);
+        assert_eq!(status(&h), TaskStatus::Running);
+        h.finished("t", 1, Outcome::Failed, Some(FailureClass::Gate));
+        assert_eq!(status(&h), TaskStatus::Retrying);
+        h.created("t", 2, "fake")
+            .finished("t", 2, Outcome::Failed, Some(FailureClass::Gate));
+        assert_eq!(status(&h), TaskStatus::Failed);
         // A person's retry resets the budget.
-        records.push(rec(
-            6,
-            Event::TaskControl {
-                run_id: run_id(),
-                task: task(),
-                action: Control::Retry,
-                by: "me".into(),
-            },
-        ));
-        assert_eq!(status(&records), TaskStatus::Retrying);
+        h.control("t", Control::Retry);
+        assert_eq!(status(&h), TaskStatus::Retrying);
     }
 
     #[test]
     fn an_agent_that_cannot_work_as_configured_stops_the_task_without_spending_its_budget() {
-        let records = vec![
-            rec(1, started()),
-            rec(2, created(1)),
-            rec(3, finished(1, Outcome::Failed, Some(FailureClass::Config))),
-        ];
-        let t = fold(&records)[&run_id()].tasks[&task()].clone();
+        let mut h = History::started(settings());
+        h.created("t", 1, "fake")
+            .finished("t", 1, Outcome::Failed, Some(FailureClass::Config));
+        let t = task_of(&h);
         assert_eq!(t.failures(), 0);
         // Waiting for the fix and a resume, whatever the budget.
         assert_eq!(t.status(0), TaskStatus::Stopped);
@@ -1407,21 +1279,15 @@ mod tests {
 
     #[test]
     fn unavailable_agents_do_not_spend_the_budget_and_first_end_wins() {
-        let records = vec![
-            rec(1, started()),
-            rec(2, created(1)),
-            rec(
-                3,
-                finished(1, Outcome::Failed, Some(FailureClass::Unavailable)),
-            ),
-            rec(4, created(2)),
-            rec(5, finished(2, Outcome::Failed, Some(FailureClass::Gate))),
-            rec(6, created(3)),
-            rec(7, finished(3, Outcome::Abandoned, None)),
-            rec(8, finished(3, Outcome::Passed, None)),
-        ];
-        let runs = fold(&records);
-        let t = &runs[&run_id()].tasks[&task()];
+        let mut h = History::started(settings());
+        h.created("t", 1, "fake")
+            .finished("t", 1, Outcome::Failed, Some(FailureClass::Unavailable))
+            .created("t", 2, "fake")
+            .finished("t", 2, Outcome::Failed, Some(FailureClass::Gate))
+            .created("t", 3, "fake")
+            .finished("t", 3, Outcome::Abandoned, None)
+            .finished("t", 3, Outcome::Passed, None);
+        let t = task_of(&h);
         assert_eq!(t.failures(), 1);
         assert_eq!(t.attempts[2].outcome, Some(Outcome::Abandoned));
         assert_eq!(t.attempts[2].workspace(), Workspace::Abandoned);

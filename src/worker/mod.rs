@@ -21,6 +21,8 @@
 //! This module decides and acts; it does not print (it reports through a
 //! callback the command renders).
 
+pub mod claim;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -132,29 +134,6 @@ struct Live {
 
 /// A landing running here under the run's queue claim.
 type Landing = (RunId, Oid, Result<LandReport, String>);
-
-/// Whether the claim `commit` (read from the remote) no longer binds: its
-/// holder released it, its attempt ended, or its lease ran out. Returns
-/// `Some(taken_over_from)` when free, with the old holder's writer when the
-/// lease ran out on an attempt that had not ended.
-fn claim_is_free(run: &RunState, commit: Oid, claim: &Claim) -> Option<Option<String>> {
-    let recorded = run.claims.get(&commit.to_string());
-    if recorded.is_some_and(|c| c.released) {
-        return Some(None);
-    }
-    if claim.what != QUEUE_CLAIM
-        && let Ok(task) = TaskId::new(&claim.what)
-        && let Some(t) = run.tasks.get(&task)
-        && t.attempts
-            .iter()
-            .any(|a| a.n == claim.attempt && a.outcome.is_some())
-    {
-        return Some(None);
-    }
-    let last = recorded.map_or(claim.claimed_ms, |c| c.renewed_ms.max(claim.claimed_ms));
-    let lease_ms = i64::try_from(claim.lease_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
-    (now_ms().saturating_sub(last) > lease_ms).then(|| Some(claim.writer.clone()))
-}
 
 /// The worker itself.
 pub struct Worker {
@@ -522,7 +501,7 @@ impl Worker {
             let Ok(claim) = self.store.read_claim(commit) else {
                 continue;
             };
-            if claim_is_free(run, commit, &claim).is_none() {
+            if claim::free(run, commit, &claim, now_ms()).is_none() {
                 out.push(task);
             }
         }
@@ -546,7 +525,7 @@ impl Worker {
         // A task none of whose agents can work on this machine gets no
         // claim here: another worker's may work. Said once.
         if let Some(sub) = ctx.plan().subtask(task.as_str()) {
-            let chain = crate::run::schedule::agent_chain(ctx, run, sub);
+            let chain = crate::run::schedule::agent_chain(&ctx.run_settings, run, sub);
             if let Err(why) = attempt::choose_agent(ctx, &chain) {
                 self.skip_for_config(&run.id, why, report);
                 return Ok(false);
@@ -554,31 +533,19 @@ impl Worker {
         }
         let name = Store::claim_ref(run.id.as_str(), task.as_str());
         let previous = self.store.tracked(&self.opts.remote, &name)?;
-        let mut n = run.tasks.get(task).map_or(1, |t| t.next_attempt());
-        let mut took_over_from = None;
-        let mut abandon = None;
-        if let Some(prev) = previous {
-            let claim = self.store.read_claim(prev)?;
-            match claim_is_free(run, prev, &claim) {
-                None => return Ok(false),
-                Some(from) => {
-                    // Never reuse the number of an attempt that may still
-                    // report from a machine we cannot see.
-                    n = n.max(claim.attempt + 1);
-                    if let Some(from) = from {
-                        took_over_from = Some(from);
-                        let open = run
-                            .tasks
-                            .get(task)
-                            .and_then(|t| t.attempts.iter().find(|a| a.n == claim.attempt))
-                            .is_some_and(|a| a.outcome.is_none());
-                        if open {
-                            abandon = Some(claim.attempt);
-                        }
-                    }
-                }
-            }
-        }
+        let found = match previous {
+            Some(prev) => Some((prev, self.store.read_claim(prev)?)),
+            None => None,
+        };
+        let found = found.as_ref().map(|(commit, claim)| (*commit, claim));
+        let (n, took_over_from, abandon) = match claim::decide(run, task, found, now_ms()) {
+            claim::Decision::Held => return Ok(false),
+            claim::Decision::Take {
+                attempt,
+                took_over_from,
+                abandon,
+            } => (attempt, took_over_from, abandon),
+        };
         let writer = self.store.writer()?;
         let claim = Claim {
             version: 1,
@@ -776,7 +743,7 @@ impl Worker {
             let previous = self.store.tracked(&self.opts.remote, &name)?;
             if let Some(prev) = previous {
                 let claim = self.store.read_claim(prev)?;
-                if claim_is_free(run, prev, &claim).is_none() {
+                if claim::free(run, prev, &claim, now_ms()).is_none() {
                     continue;
                 }
             }
