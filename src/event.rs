@@ -926,6 +926,11 @@ pub enum StopReason {
     /// An agent or the sandbox cannot work as configured
     /// ([`FailureClass::Config`]).
     Config,
+    /// Nothing can go on until a person approves results that change
+    /// control paths (`git orch approve --branch`): those and the results
+    /// behind them in the queue keep their place, and the next `git orch
+    /// run` of the plan resumes the run instead of doing them again.
+    AwaitingApproval,
 }
 
 impl StopReason {
@@ -935,6 +940,7 @@ impl StopReason {
             StopReason::Budget => "budget",
             StopReason::Interrupted => "interrupted",
             StopReason::Config => "configuration",
+            StopReason::AwaitingApproval => "awaiting approval",
         }
     }
 }

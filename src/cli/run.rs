@@ -444,6 +444,12 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 "run {run_id} stopped: {why}\nhint: fix it (`git orch agents` checks every agent where it runs), then run the same command again to resume"
             ),
         )),
+        DriveOutcome::AwaitingApproval(why) => Err(CommandError::with_code(
+            exit::BLOCKED,
+            format!(
+                "run {run_id} stopped: {why}\nhint: `git orch status {run_id}` names their branches; approve each with `git orch approve --branch <branch>`, then run the same command again: the run resumes and lands them with the results queued behind them"
+            ),
+        )),
         DriveOutcome::Interrupted => Err(CommandError::with_code(
             exit::INTERRUPTED,
             format!("run {run_id} interrupted\nhint: run the same command again to resume"),

@@ -57,6 +57,10 @@ pub enum DriveOutcome {
     /// was refused, its program is missing. Retrying would only repeat
     /// it; the run stops until the configuration is fixed.
     Config(String),
+    /// Nothing can go on until a person approves results that change
+    /// control paths; the run stops, keeping every passed result in the
+    /// queue, and resumes when run again.
+    AwaitingApproval(String),
 }
 
 /// Whether an error's text says the disk is full (`ENOSPC`, from git-orch
@@ -472,26 +476,58 @@ impl<'p> Driver<'p> {
             .is_some_and(|set| *set == waiting_set(run))
     }
 
-    /// Whether an attempt waits in the queue that may land now: passed,
-    /// and not held for a person's approval of a change to control paths
-    /// (that one lands by `git orch merge` once approved).
-    fn queued(&self, run: &RunState) -> bool {
-        let held_trees: Vec<&str> = self
-            .ctx
+    /// The result trees of the tasks that passed and wait in the queue,
+    /// with their labels (`task #n`); the tree is empty for a result that
+    /// changes no control path (nothing for a person to approve).
+    fn passed_trees<'r>(&self, run: &'r RunState) -> Vec<(String, &'r str)> {
+        self.ctx
             .plan()
             .subtasks
             .iter()
             .filter_map(|sub| {
                 let t = run.tasks.get(&sub.id)?;
-                (t.status(super::retries_for(run, sub)) == TaskStatus::Passed).then_some(t)
+                (t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
+                    .then(|| (sub.id.to_string(), t.current()))
             })
-            .map(|t| {
-                t.current()
+            .filter_map(|(task, a)| {
+                let a = a?;
+                let tree = Some(a)
                     .filter(|a| !a.control_paths().is_empty())
                     .and_then(|a| a.result.as_ref())
-                    .map_or("", |r| r.tree.as_str())
+                    .map_or("", |r| r.tree.as_str());
+                Some((format!("{task} #{}", a.n), tree))
             })
+            .collect()
+    }
+
+    /// The passed results that change control paths and that no person
+    /// has approved yet (`git orch approve --branch`), by label.
+    fn awaiting_approval(&self, run: &RunState) -> Result<Vec<String>, RunError> {
+        let held: Vec<(String, &str)> = self
+            .passed_trees(run)
+            .into_iter()
+            .filter(|(_, tree)| !tree.is_empty())
             .collect();
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.ctx.state.read(&self.store, |index| {
+            let mut out = Vec::new();
+            for (label, tree) in &held {
+                if index.branch_approval_for_tree(tree)?.is_none() {
+                    out.push(label.clone());
+                }
+            }
+            Ok::<_, RunError>(out)
+        })
+    }
+
+    /// Whether an attempt waits in the queue that may land now: passed,
+    /// and not held for a person's approval of a change to control paths
+    /// (that one lands by `git orch merge` once approved).
+    fn queued(&self, run: &RunState) -> bool {
+        let passed = self.passed_trees(run);
+        let held_trees: Vec<&str> = passed.iter().map(|(_, tree)| *tree).collect();
         if held_trees.iter().any(|t| t.is_empty()) {
             return true;
         }
@@ -527,6 +563,28 @@ impl<'p> Driver<'p> {
         // finish; a finished run never shows a live task.
         if abandon_orphans(&self.store, &run)? > 0 {
             return Ok(None);
+        }
+        // Results wait for a person: the run is not over. It stops with
+        // every passed result in the queue, so that once they are
+        // approved, running the plan again resumes it and lands them
+        // instead of doing them all again.
+        let held = self.awaiting_approval(&run)?;
+        if !held.is_empty() {
+            let detail = format!(
+                "{} result{} change{} control paths and wait{} for a person's approval: {}",
+                held.len(),
+                if held.len() == 1 { "" } else { "s" },
+                if held.len() == 1 { "s" } else { "" },
+                if held.len() == 1 { "s" } else { "" },
+                held.join(", ")
+            );
+            self.store.append(vec![Event::RunStopped {
+                run_id: self.ctx.run.clone(),
+                reason: StopReason::AwaitingApproval,
+                detail: detail.clone(),
+            }])?;
+            let _ = self.ctx.state.save();
+            return Ok(Some(DriveOutcome::AwaitingApproval(detail)));
         }
         let summary = summarize(&run, plan);
         self.store.append(vec![Event::RunFinished {

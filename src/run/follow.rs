@@ -63,6 +63,9 @@ pub fn follow(
                 Some((StopReason::Config, why)) => {
                     Followed::Ended(DriveOutcome::Config(why.clone()))
                 }
+                Some((StopReason::AwaitingApproval, why)) => {
+                    Followed::Ended(DriveOutcome::AwaitingApproval(why.clone()))
+                }
                 None => Followed::DriverGone,
             });
         }

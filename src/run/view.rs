@@ -567,6 +567,7 @@ pub fn exit_code(run: &RunState) -> Option<u8> {
         crate::event::StopReason::Budget => 64,
         crate::event::StopReason::Interrupted => 130,
         crate::event::StopReason::Config => 78,
+        crate::event::StopReason::AwaitingApproval => 3,
     })
 }
 

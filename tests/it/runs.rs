@@ -879,3 +879,84 @@ fn a_resumed_run_says_its_config_changed_and_new_closes_it_for_a_fresh_run_that_
         .count();
     assert_eq!(landed_a, 1, "a is carried, not redone");
 }
+
+#[test]
+fn a_run_waiting_for_an_approval_resumes_after_it_and_redoes_nothing_that_passed() {
+    let mut sb = Sandbox::new();
+    let tasks: Vec<(&str, &[&str], &str)> = vec![
+        ("a", &[], "test -f .github/workflows/ci.yml"),
+        ("b", &[], "test -f src/b/done"),
+        ("c", &["a"], "test -f src/c/done"),
+    ];
+    let p = project(&mut sb, &tasks, None);
+    // `a` changes a CI workflow, which it owns by name: its result waits
+    // for a person. `b` passes behind it (results land in plan order);
+    // `c` needs what `a` lands.
+    let plan_file = sb.path().join("plan.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_file).expect("plan")).expect("json");
+    plan["subtasks"][0]["owned_globs"] =
+        serde_json::json!(["src/a/**", ".github/workflows/ci.yml"]);
+    std::fs::write(&plan_file, plan.to_string()).expect("plan");
+    sb.orch_ok(&p.repo, &["plan", "add", &plan_file.to_string_lossy()]);
+    sb.orch_ok(&p.repo, &["approve", "proj"]);
+    p.script("a", "write .github/workflows/ci.yml on: push\n");
+    for id in ["b", "c"] {
+        p.script(id, &format!("write src/{id}/done yes\n"));
+    }
+    let first = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(first.status.code(), Some(3), "{}", stderr(&first));
+    assert!(
+        stderr(&first).contains("wait for a person's approval")
+            || stderr(&first).contains("waits for a person's approval"),
+        "{}",
+        stderr(&first)
+    );
+    assert!(
+        stderr(&first).contains("approve --branch"),
+        "{}",
+        stderr(&first)
+    );
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(task_status(&s, "a"), "passed");
+    assert_eq!(task_status(&s, "b"), "passed", "b waits behind a");
+    assert_eq!(task_status(&s, "c"), "pending");
+    let run_id = s["run"].as_str().expect("run").to_owned();
+    // Running again without an approval changes nothing.
+    let again = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(again.status.code(), Some(3), "{}", stderr(&again));
+    let branch = events(&sb, &p.repo)
+        .into_iter()
+        .find(|e| e["type"] == "attempt_created" && e["task"] == "a")
+        .and_then(|e| e["branch"].as_str().map(str::to_owned))
+        .expect("a's branch");
+    sb.orch_ok(&p.repo, &["approve", "--branch", &branch]);
+    let last = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(last.status.code(), Some(0), "{}", stderr(&last));
+    let log = events(&sb, &p.repo);
+    let created = |t: &str| {
+        log.iter()
+            .filter(|e| e["type"] == "attempt_created" && e["task"] == t)
+            .count()
+    };
+    assert_eq!(
+        (created("a"), created("b"), created("c")),
+        (1, 1, 1),
+        "what passed is landed, not done again"
+    );
+    assert_eq!(
+        log.iter().filter(|e| e["type"] == "run_started").count(),
+        1,
+        "one run, resumed"
+    );
+    let s = status_json(&sb, &p.repo);
+    assert_eq!(s["run"], run_id.as_str());
+    assert_eq!(s["state"], "finished");
+    for t in ["a", "b", "c"] {
+        assert_eq!(task_status(&s, t), "done", "{t}");
+    }
+    assert_eq!(
+        sb.git(&p.repo, &["show", "main:.github/workflows/ci.yml"]),
+        "on: push"
+    );
+}
