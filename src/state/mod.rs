@@ -546,8 +546,18 @@ pub fn fold<'a>(records: impl IntoIterator<Item = &'a Record>) -> BTreeMap<RunId
 }
 
 fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
-    match &r.event {
-        Event::RunStarted {
+    if let Some(run) = RunState::started(r) {
+        // The first start of a run id stands.
+        runs.entry(run.id.clone()).or_insert(run);
+    } else if let Some(run) = r.event.run_id().and_then(|id| runs.get_mut(id)) {
+        run.apply(r);
+    }
+}
+
+impl RunState {
+    /// The run a `run_started` record begins, with the tasks it carried.
+    fn started(r: &Record) -> Option<RunState> {
+        let Event::RunStarted {
             run_id,
             plan_id,
             revision,
@@ -558,57 +568,134 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             settings,
             carried,
             by,
-        } => {
-            runs.entry(run_id.clone()).or_insert_with(|| RunState {
-                id: run_id.clone(),
-                plan_id: plan_id.clone(),
-                revision: *revision,
-                plan_hash: plan_hash.clone(),
-                approval: approval.clone(),
-                target: target.clone(),
-                base: base.clone(),
-                settings: settings.clone(),
-                started_ms: r.time_ms,
-                drivers: vec![Driver {
-                    writer: r.writer.clone(),
-                    pid: 0,
-                    host: String::new(),
-                    time_ms: r.time_ms,
-                }],
-                by: by.clone(),
-                stopped: None,
-                finished: None,
-                closed: None,
-                tasks: carried
-                    .iter()
-                    .map(|(task, c)| {
-                        (
-                            task.clone(),
-                            TaskState {
-                                carried: Some(c.clone()),
-                                ..Default::default()
-                            },
-                        )
-                    })
-                    .collect(),
-                claims: BTreeMap::new(),
-                landings: Vec::new(),
-                integration: Vec::new(),
-            });
+        } = &r.event
+        else {
+            return None;
+        };
+        Some(RunState {
+            id: run_id.clone(),
+            plan_id: plan_id.clone(),
+            revision: *revision,
+            plan_hash: plan_hash.clone(),
+            approval: approval.clone(),
+            target: target.clone(),
+            base: base.clone(),
+            settings: settings.clone(),
+            started_ms: r.time_ms,
+            drivers: vec![Driver {
+                writer: r.writer.clone(),
+                pid: 0,
+                host: String::new(),
+                time_ms: r.time_ms,
+            }],
+            by: by.clone(),
+            stopped: None,
+            finished: None,
+            closed: None,
+            tasks: carried
+                .iter()
+                .map(|(task, c)| {
+                    (
+                        task.clone(),
+                        TaskState {
+                            carried: Some(c.clone()),
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect(),
+            claims: BTreeMap::new(),
+            landings: Vec::new(),
+            integration: Vec::new(),
+        })
+    }
+
+    /// What one record about this run changes, by the part of the run it
+    /// is about.
+    fn apply(&mut self, r: &Record) {
+        match &r.event {
+            Event::RunResumed { .. }
+            | Event::RunStopped { .. }
+            | Event::RunFinished { .. }
+            | Event::TaskControl { .. } => self.apply_control(r),
+            Event::AttemptCreated { .. } => self.open_attempt(r),
+            Event::AttemptStarted { task, attempt, .. }
+            | Event::SetupFinished { task, attempt, .. }
+            | Event::AgentFinished { task, attempt, .. }
+            | Event::AttemptResult { task, attempt, .. }
+            | Event::GateVerdict { task, attempt, .. }
+            | Event::AttemptFinished { task, attempt, .. }
+            | Event::WorkspaceCleaned { task, attempt, .. }
+            | Event::AttemptBranchRemoved { task, attempt, .. } => {
+                if let Some(a) = self.attempt_mut(task, *attempt) {
+                    a.apply(r);
+                }
+            }
+            Event::CandidatesJudged { .. } => self.judge_round(r),
+            Event::Landed { .. }
+            | Event::LandingVoided { .. }
+            | Event::LandingFailed { .. }
+            | Event::IntegrationVerdict { .. } => self.apply_landing(r),
+            Event::Claimed { .. } | Event::ClaimRenewed { .. } | Event::ClaimReleased { .. } => {
+                self.apply_claim(r)
+            }
+            // Not about a run (`run_id` is none), or its start: branch
+            // approvals and hand landings are looked up by key in the state
+            // index's catalog (see `index`).
+            Event::RunStarted { .. }
+            | Event::Initialized { .. }
+            | Event::PlanAdded { .. }
+            | Event::ApprovalRecorded { .. }
+            | Event::DebugMarker { .. }
+            | Event::PlanRound { .. }
+            | Event::BranchApproved { .. }
+            | Event::BranchLanded { .. }
+            | Event::FindingAccepted { .. } => {}
         }
-        Event::RunResumed { run_id, pid, host } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                run.drivers.push(Driver {
+    }
+
+    /// Drivers taking over, stopping and finishing; a person's control of
+    /// a task.
+    fn apply_control(&mut self, r: &Record) {
+        match &r.event {
+            Event::RunResumed { pid, host, .. } => {
+                self.drivers.push(Driver {
                     writer: r.writer.clone(),
                     pid: *pid,
                     host: host.clone(),
                     time_ms: r.time_ms,
                 });
-                run.stopped = None;
+                self.stopped = None;
             }
+            Event::RunStopped { reason, detail, .. } => {
+                self.stopped = Some((*reason, detail.clone()));
+            }
+            Event::RunFinished {
+                summary, closed, ..
+            } => {
+                self.finished = Some(summary.clone());
+                self.closed = closed.clone();
+            }
+            Event::TaskControl { task, action, .. } => {
+                let t = self.tasks.entry(task.clone()).or_default();
+                match action {
+                    Control::Retry => {
+                        t.control = None;
+                        t.budget_reset_after = t.attempts.iter().map(|a| a.n).max().unwrap_or(0);
+                        // A retry reopens a finished run.
+                        self.finished = None;
+                    }
+                    other => t.control = Some(*other),
+                }
+            }
+            _ => {}
         }
-        Event::AttemptCreated {
-            run_id,
+    }
+
+    /// A new attempt of a task; a second record of the same attempt
+    /// changes nothing.
+    fn open_attempt(&mut self, r: &Record) {
+        let Event::AttemptCreated {
             task,
             attempt,
             branch,
@@ -619,371 +706,178 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
             candidate,
             foreign_branch,
             ..
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                let t = run.tasks.entry(task.clone()).or_default();
-                if !t.attempts.iter().any(|a| a.n == *attempt) {
-                    t.attempts.push(AttemptState {
-                        n: *attempt,
-                        writer: r.writer.clone(),
-                        branch: branch.clone(),
-                        base: base.clone(),
-                        worktree: worktree.clone(),
-                        port: *port,
-                        agent: agent.clone(),
-                        created_ms: r.time_ms,
-                        started: None,
-                        setup_ok: None,
-                        agent_run: None,
-                        result: None,
-                        verdicts: Vec::new(),
-                        regated: Vec::new(),
-                        outcome: None,
-                        failure: None,
-                        finished_ms: None,
-                        cleaned: false,
-                        branch_removed: false,
-                        landed: None,
-                        landing_failure: None,
-                        landing_conflicts: Vec::new(),
-                        landing_hunks: Vec::new(),
-                        landing_verdicts: Vec::new(),
-                        candidate: *candidate,
-                        judged: None,
-                        // Nothing of git-orch's to clean up: no worktree
-                        // was made, and the branch is someone else's.
-                        foreign_branch: *foreign_branch,
-                    });
-                    t.attempts.sort_by_key(|a| a.n);
-                }
-            }
+        } = &r.event
+        else {
+            return;
+        };
+        let t = self.tasks.entry(task.clone()).or_default();
+        if t.attempts.iter().any(|a| a.n == *attempt) {
+            return;
         }
-        Event::AttemptStarted {
-            run_id,
-            task,
-            attempt,
-            pid,
-            pgid,
-            ..
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.started = Some(AgentProcess {
-                    pid: *pid,
-                    pgid: *pgid,
-                    time_ms: r.time_ms,
-                });
-            }
-        }
-        Event::SetupFinished {
-            run_id,
-            task,
-            attempt,
-            ok,
-            ..
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.setup_ok = Some(*ok);
-            }
-        }
-        Event::AgentFinished {
-            run_id,
-            task,
-            attempt,
-            exit,
-            signal,
-            timed_out,
-            duration_ms,
-            usage,
-            unavailable,
-            ..
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.agent_run = Some(AgentRun {
-                    exit: *exit,
-                    signal: *signal,
-                    timed_out: *timed_out,
-                    duration_ms: *duration_ms,
-                    usage: usage.clone(),
-                    unavailable: unavailable.clone(),
-                });
-            }
-        }
-        Event::AttemptResult {
-            run_id,
-            task,
-            attempt,
-            commit,
-            tree,
-            changed,
-            control_paths,
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.result = Some(AttemptOutput {
-                    commit: commit.clone(),
-                    tree: tree.clone(),
-                    changed: *changed,
-                    control_paths: control_paths.clone(),
-                });
-            }
-        }
-        Event::GateVerdict {
-            run_id,
-            task,
-            attempt,
-            verdict,
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                // The verdicts an outcome rests on are those recorded
-                // before it; a later `git orch gate` adds to the record
-                // without changing history's verdict.
-                if a.outcome.is_none() {
-                    a.verdicts.push(verdict.clone());
-                } else {
-                    a.regated.push(verdict.clone());
-                }
-            }
-        }
-        Event::AttemptFinished {
-            run_id,
-            task,
-            attempt,
-            outcome,
-            failure,
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-                && a.outcome.is_none()
-            {
-                // The first end wins: a resumed driver that marks an
-                // attempt abandoned cannot be overwritten by a late write.
-                a.outcome = Some(*outcome);
-                a.failure = failure.clone();
-                a.finished_ms = Some(r.time_ms);
-            }
-        }
-        Event::TaskControl {
-            run_id,
-            task,
-            action,
-            ..
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                let t = run.tasks.entry(task.clone()).or_default();
-                match action {
-                    Control::Retry => {
-                        t.control = None;
-                        t.budget_reset_after = t.attempts.iter().map(|a| a.n).max().unwrap_or(0);
-                        // A retry reopens a finished run.
-                        run.finished = None;
-                    }
-                    other => t.control = Some(*other),
-                }
-            }
-        }
-        Event::Landed {
-            run_id,
-            task,
-            attempt,
-            target,
-            old,
-            new,
-            commits,
-            ..
-        } => {
-            let Some(run) = runs.get_mut(run_id) else {
-                return;
-            };
-            run.landings.push(Landing {
-                task: task.clone(),
-                attempt: *attempt,
-                target: target.clone(),
-                old: old.clone(),
-                new: new.clone(),
-                commits: commits.clone(),
-                voided: false,
-                order: (r.clock, r.writer.to_string(), r.seq),
-            });
-            if let Some(a) = run.attempt_mut(task, *attempt) {
-                a.landed = Some(LandedOn {
-                    new: new.clone(),
-                    commits: commits.clone(),
-                });
-            }
-        }
-        Event::LandingVoided {
-            run_id,
-            task,
-            attempt,
-            new,
-            ..
-        } => {
-            let Some(run) = runs.get_mut(run_id) else {
-                return;
-            };
-            for l in run
-                .landings
-                .iter_mut()
-                .filter(|l| l.task == *task && l.attempt == *attempt && l.new == *new)
-            {
-                l.voided = true;
-            }
-            if let Some(a) = run.attempt_mut(task, *attempt)
-                && a.landed.as_ref().is_some_and(|l| l.new == *new)
-            {
-                a.landed = None;
-            }
-        }
-        Event::IntegrationVerdict {
-            run_id,
-            candidate,
-            tree,
-            attempts,
-            verdict,
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                run.integration.push(IntegrationRecord {
-                    candidate: candidate.clone(),
-                    tree: tree.clone(),
-                    attempts: attempts.clone(),
-                    verdict: verdict.clone(),
-                });
-            }
-        }
-        Event::LandingFailed {
-            run_id,
-            task,
-            attempt,
-            failure,
-            conflicts,
-            hunks,
-            verdicts,
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-                && a.landed.is_none()
-            {
-                a.landing_failure = Some(failure.clone());
-                a.landing_conflicts = conflicts.clone();
-                a.landing_hunks = hunks.clone();
-                a.landing_verdicts = verdicts.clone();
-            }
-        }
-        Event::RunStopped {
-            run_id,
-            reason,
-            detail,
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                run.stopped = Some((*reason, detail.clone()));
-            }
-        }
-        Event::RunFinished {
-            run_id,
-            summary,
-            closed,
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                run.finished = Some(summary.clone());
-                run.closed = closed.clone();
-            }
-        }
-        Event::WorkspaceCleaned {
-            run_id,
-            task,
-            attempt,
-            ..
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.cleaned = true;
-            }
-        }
-        Event::CandidatesJudged {
-            run_id,
+        t.attempts.push(AttemptState {
+            n: *attempt,
+            writer: r.writer.clone(),
+            branch: branch.clone(),
+            base: base.clone(),
+            worktree: worktree.clone(),
+            port: *port,
+            agent: agent.clone(),
+            created_ms: r.time_ms,
+            started: None,
+            setup_ok: None,
+            agent_run: None,
+            result: None,
+            verdicts: Vec::new(),
+            regated: Vec::new(),
+            outcome: None,
+            failure: None,
+            finished_ms: None,
+            cleaned: false,
+            branch_removed: false,
+            landed: None,
+            landing_failure: None,
+            landing_conflicts: Vec::new(),
+            landing_hunks: Vec::new(),
+            landing_verdicts: Vec::new(),
+            candidate: *candidate,
+            judged: None,
+            // Nothing of git-orch's to clean up: no worktree was made, and
+            // the branch is someone else's.
+            foreign_branch: *foreign_branch,
+        });
+        t.attempts.sort_by_key(|a| a.n);
+    }
+
+    /// The judgement of a best-of-N round: the first one stands.
+    fn judge_round(&mut self, r: &Record) {
+        let Event::CandidatesJudged {
             task,
             round,
             winner,
             ranking,
-        } => {
-            let Some(t) = runs.get_mut(run_id).and_then(|run| run.tasks.get_mut(task)) else {
-                return;
-            };
-            // The first judgement of a round stands.
-            if t.rounds.contains_key(round) {
-                return;
-            }
-            t.rounds.insert(*round, *winner);
-            for a in t
-                .attempts
-                .iter_mut()
-                .filter(|a| a.candidate.is_some_and(|c| c.round == *round))
-            {
-                a.judged = Some(if Some(a.n) == *winner {
-                    Judged::Chosen
-                } else {
-                    Judged::Archived(
-                        ranking
-                            .iter()
-                            .find(|r| r.attempt == a.n)
-                            .map_or_else(|| "not chosen".to_owned(), |r| r.why.clone()),
-                    )
+            ..
+        } = &r.event
+        else {
+            return;
+        };
+        let Some(t) = self.tasks.get_mut(task) else {
+            return;
+        };
+        if t.rounds.contains_key(round) {
+            return;
+        }
+        t.rounds.insert(*round, *winner);
+        for a in t
+            .attempts
+            .iter_mut()
+            .filter(|a| a.candidate.is_some_and(|c| c.round == *round))
+        {
+            a.judged = Some(if Some(a.n) == *winner {
+                Judged::Chosen
+            } else {
+                Judged::Archived(
+                    ranking
+                        .iter()
+                        .find(|r| r.attempt == a.n)
+                        .map_or_else(|| "not chosen".to_owned(), |r| r.why.clone()),
+                )
+            });
+        }
+    }
+
+    /// The merge queue's records: landings, voided landings, failed ones,
+    /// integration verdicts.
+    fn apply_landing(&mut self, r: &Record) {
+        match &r.event {
+            Event::Landed {
+                task,
+                attempt,
+                target,
+                old,
+                new,
+                commits,
+                ..
+            } => {
+                self.landings.push(Landing {
+                    task: task.clone(),
+                    attempt: *attempt,
+                    target: target.clone(),
+                    old: old.clone(),
+                    new: new.clone(),
+                    commits: commits.clone(),
+                    voided: false,
+                    order: (r.clock, r.writer.to_string(), r.seq),
                 });
+                if let Some(a) = self.attempt_mut(task, *attempt) {
+                    a.landed = Some(LandedOn {
+                        new: new.clone(),
+                        commits: commits.clone(),
+                    });
+                }
             }
-        }
-        Event::AttemptBranchRemoved {
-            run_id,
-            task,
-            attempt,
-            ..
-        } => {
-            if let Some(a) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.attempt_mut(task, *attempt))
-            {
-                a.branch_removed = true;
+            Event::LandingVoided {
+                task, attempt, new, ..
+            } => {
+                for l in self
+                    .landings
+                    .iter_mut()
+                    .filter(|l| l.task == *task && l.attempt == *attempt && l.new == *new)
+                {
+                    l.voided = true;
+                }
+                if let Some(a) = self.attempt_mut(task, *attempt)
+                    && a.landed.as_ref().is_some_and(|l| l.new == *new)
+                {
+                    a.landed = None;
+                }
             }
+            Event::LandingFailed {
+                task,
+                attempt,
+                failure,
+                conflicts,
+                hunks,
+                verdicts,
+                ..
+            } => {
+                if let Some(a) = self.attempt_mut(task, *attempt)
+                    && a.landed.is_none()
+                {
+                    a.landing_failure = Some(failure.clone());
+                    a.landing_conflicts = conflicts.clone();
+                    a.landing_hunks = hunks.clone();
+                    a.landing_verdicts = verdicts.clone();
+                }
+            }
+            Event::IntegrationVerdict {
+                candidate,
+                tree,
+                attempts,
+                verdict,
+                ..
+            } => self.integration.push(IntegrationRecord {
+                candidate: candidate.clone(),
+                tree: tree.clone(),
+                attempts: attempts.clone(),
+                verdict: verdict.clone(),
+            }),
+            _ => {}
         }
-        // Not about a run: branch approvals and hand landings are looked
-        // up by key in the state index's catalog (see `index`).
-        Event::Initialized { .. }
-        | Event::PlanAdded { .. }
-        | Event::ApprovalRecorded { .. }
-        | Event::DebugMarker { .. }
-        | Event::PlanRound { .. }
-        | Event::BranchApproved { .. }
-        | Event::BranchLanded { .. }
-        | Event::FindingAccepted { .. } => {}
-        Event::Claimed {
-            run_id,
-            what,
-            attempt,
-            commit,
-            lease_secs,
-            host,
-            took_over_from,
-            ..
-        } => {
-            if let Some(run) = runs.get_mut(run_id) {
-                run.claims.insert(
+    }
+
+    /// Workers' claims and their leases.
+    fn apply_claim(&mut self, r: &Record) {
+        match &r.event {
+            Event::Claimed {
+                what,
+                attempt,
+                commit,
+                lease_secs,
+                host,
+                took_over_from,
+                ..
+            } => {
+                self.claims.insert(
                     commit.clone(),
                     ClaimState {
                         what: what.clone(),
@@ -998,22 +892,87 @@ fn apply(runs: &mut BTreeMap<RunId, RunState>, r: &Record) {
                     },
                 );
             }
-        }
-        Event::ClaimRenewed { run_id, commit } => {
-            if let Some(c) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.claims.get_mut(commit))
-            {
-                c.renewed_ms = c.renewed_ms.max(r.time_ms);
+            Event::ClaimRenewed { commit, .. } => {
+                if let Some(c) = self.claims.get_mut(commit) {
+                    c.renewed_ms = c.renewed_ms.max(r.time_ms);
+                }
             }
-        }
-        Event::ClaimReleased { run_id, commit } => {
-            if let Some(c) = runs
-                .get_mut(run_id)
-                .and_then(|run| run.claims.get_mut(commit))
-            {
-                c.released = true;
+            Event::ClaimReleased { commit, .. } => {
+                if let Some(c) = self.claims.get_mut(commit) {
+                    c.released = true;
+                }
             }
+            _ => {}
+        }
+    }
+}
+
+impl AttemptState {
+    /// What one record about this attempt changes.
+    fn apply(&mut self, r: &Record) {
+        match &r.event {
+            Event::AttemptStarted { pid, pgid, .. } => {
+                self.started = Some(AgentProcess {
+                    pid: *pid,
+                    pgid: *pgid,
+                    time_ms: r.time_ms,
+                });
+            }
+            Event::SetupFinished { ok, .. } => self.setup_ok = Some(*ok),
+            Event::AgentFinished {
+                exit,
+                signal,
+                timed_out,
+                duration_ms,
+                usage,
+                unavailable,
+                ..
+            } => {
+                self.agent_run = Some(AgentRun {
+                    exit: *exit,
+                    signal: *signal,
+                    timed_out: *timed_out,
+                    duration_ms: *duration_ms,
+                    usage: usage.clone(),
+                    unavailable: unavailable.clone(),
+                });
+            }
+            Event::AttemptResult {
+                commit,
+                tree,
+                changed,
+                control_paths,
+                ..
+            } => {
+                self.result = Some(AttemptOutput {
+                    commit: commit.clone(),
+                    tree: tree.clone(),
+                    changed: *changed,
+                    control_paths: control_paths.clone(),
+                });
+            }
+            Event::GateVerdict { verdict, .. } => {
+                // The verdicts an outcome rests on are those recorded
+                // before it; a later `git orch gate` adds to the record
+                // without changing history's verdict.
+                if self.outcome.is_none() {
+                    self.verdicts.push(verdict.clone());
+                } else {
+                    self.regated.push(verdict.clone());
+                }
+            }
+            // The first end wins: a resumed driver that marks an attempt
+            // abandoned cannot be overwritten by a late write.
+            Event::AttemptFinished {
+                outcome, failure, ..
+            } if self.outcome.is_none() => {
+                self.outcome = Some(*outcome);
+                self.failure = failure.clone();
+                self.finished_ms = Some(r.time_ms);
+            }
+            Event::WorkspaceCleaned { .. } => self.cleaned = true,
+            Event::AttemptBranchRemoved { .. } => self.branch_removed = true,
+            _ => {}
         }
     }
 }
