@@ -970,6 +970,25 @@ pub enum Decision {
 }
 
 impl Event {
+    /// The end of attempt `attempt` of `task` in `run_id`: the one way
+    /// every part of git-orch records it (the attempt itself, its driver
+    /// when it panics or is found dead, a worker taking a claim over).
+    pub fn attempt_finished(
+        run_id: &RunId,
+        task: &TaskId,
+        attempt: u32,
+        outcome: Outcome,
+        failure: Option<Failure>,
+    ) -> Event {
+        Event::AttemptFinished {
+            run_id: run_id.clone(),
+            task: task.clone(),
+            attempt,
+            outcome,
+            failure,
+        }
+    }
+
     /// The `type` tag, for commit trailers and human output.
     pub fn kind(&self) -> &'static str {
         match self {

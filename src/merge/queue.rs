@@ -69,7 +69,7 @@ pub struct Queue {
 /// The scratch worktree a landing gates its candidates in, and the commit
 /// it was put at already, if any.
 #[derive(Clone, Copy)]
-struct Scratch<'a> {
+struct CandidateCheckout<'a> {
     path: &'a Path,
     at: Option<Oid>,
 }
@@ -392,7 +392,7 @@ impl Queue {
                 .gate(
                     &stack,
                     stack.len(),
-                    Scratch {
+                    CandidateCheckout {
                         path: scratch,
                         at: Some(top),
                     },
@@ -413,7 +413,7 @@ impl Queue {
                         .gate(
                             &stack,
                             mid,
-                            Scratch {
+                            CandidateCheckout {
                                 path: scratch,
                                 at: None,
                             },
@@ -631,7 +631,7 @@ impl Queue {
         &self,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
-        scratch: Scratch<'_>,
+        scratch: CandidateCheckout<'_>,
         cancel: &CancellationToken,
         report: &mut LandReport,
         passed: &mut Vec<Event>,

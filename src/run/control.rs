@@ -808,7 +808,7 @@ pub async fn gate_attempt(
         .unwrap_or_default();
     // The same environment the run gave the attempt's gates: a verdict
     // recorded here is reused by the run as `cached`.
-    let env = super::workspace::AttemptEnv {
+    let env = super::gating::AttemptEnv {
         run: &run.id,
         plan: &rev.plan.id,
         task: &sub,
@@ -821,23 +821,20 @@ pub async fn gate_attempt(
         retry: paths.retry_context.is_file(),
     }
     .vars();
-    let result_commit = store.parse_oid(&result.commit)?;
-    let subject = crate::gate::Subject {
-        steps: store.commit_steps(base, result_commit)?,
-        every_commit: settings.lands_attempt_commits(),
-        on_gate: None,
-        common_dir: store.common_dir().to_owned(),
-        task: sub.clone(),
-        attempt: n,
-        base_tree: store.commit_info(base)?.tree,
+    let subject = super::gating::AttemptGates {
+        common_dir: store.common_dir(),
+        run: &run.id,
+        task: &sub,
+        n,
+        base,
+        result: store.parse_oid(&result.commit)?,
         result_tree: store.parse_oid(&result.tree)?,
-        result: result_commit,
-        scratch: super::workspace::gate_scratch(store.common_dir(), &run.id, task, n),
+        agent: &attempt.agent,
+        paths: &paths,
         env,
-        log_dir: paths.log_dir.clone(),
-        writer_agent: attempt.agent.clone(),
-        settings,
-    };
+        settings: &settings,
+    }
+    .subject(&store, None, None)?;
     let cancel = CancellationToken::new();
     let tree_hex = result.tree.clone();
     let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&tree_hex)?;
