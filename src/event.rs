@@ -750,6 +750,13 @@ pub struct Verdict {
     /// The command run, for command gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// For a command gate that ran: the fingerprint of what its verdict
+    /// rests on besides the tree and the command (the inputs among its
+    /// environment's variables, and the sandbox settings; see
+    /// `gate::inputs`). A verdict without one (recorded by an older
+    /// git-orch) is never reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
     pub duration_ms: u64,
     pub summary: String,
     /// Masked tail of the gate's output.
@@ -1364,6 +1371,7 @@ mod tests {
             mode: GateMode::Block,
             status: GateStatus::Fail,
             cached_pass: None,
+            inputs: None,
             command: Some("make test".into()),
             duration_ms: 1200,
             summary: "exit 2".into(),

@@ -390,6 +390,7 @@ impl Queue {
             // Gate the top; on failure, bisect for the largest good prefix.
             let (pass, failing) = self
                 .gate(
+                    tip,
                     &stack,
                     stack.len(),
                     CandidateCheckout {
@@ -411,6 +412,7 @@ impl Queue {
                     let mid = (lo + hi) / 2;
                     let (ok, f) = self
                         .gate(
+                            tip,
                             &stack,
                             mid,
                             CandidateCheckout {
@@ -626,9 +628,11 @@ impl Queue {
     /// Gates the candidate of the first `k` stack entries. Returns whether
     /// it passed and the failing verdicts. A passing candidate's verdicts
     /// go to `passed`, to be recorded with its landing; a failing one's are
-    /// recorded at once.
+    /// recorded at once. `tip`: the target's tip the stack is built on.
+    #[allow(clippy::too_many_arguments)]
     async fn gate(
         &self,
+        tip: Oid,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
         scratch: CandidateCheckout<'_>,
@@ -655,11 +659,21 @@ impl Queue {
             })
             .await?
         };
-        let env = vec![
-            ("ORCH_RUN".to_owned(), self.run.to_string()),
-            ("ORCH_CANDIDATE".to_owned(), candidate.to_string()),
-            ("ORCH_TARGET".to_owned(), self.target.clone()),
-        ];
+        let gate_env = crate::run::gating::LandingEnv {
+            run: Some(&self.run),
+            plan: Some(&self.revision.plan.id),
+            target: &self.target,
+            base: tip,
+            candidate,
+            landing: None,
+            task: match entries.as_slice() {
+                [one] => Some((&one.task, one.agent.as_str())),
+                _ => None,
+            },
+        }
+        .gate_env();
+        let env = gate_env.vars();
+        let inputs = gate_env.fingerprint(&self.settings.sandbox);
         let log_dir = self
             .common_dir
             .join("orch")
@@ -679,6 +693,7 @@ impl Queue {
                 &tree.to_string(),
                 &cache,
                 &place,
+                &inputs,
                 &self.settings,
                 &self.common_dir,
                 cancel,

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{AgentSpec, Availability};
 use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
 use crate::gate::context::RetryContext;
-use crate::gate::{self, GateDef};
+use crate::gate::{self, GateDef, GateEnv};
 use crate::plan::Subtask;
 use crate::process::{GroupChild, GroupSpec};
 use crate::store::Store;
@@ -259,7 +259,8 @@ pub async fn run(job: Attempt, cancel: CancellationToken) -> AttemptEnd {
             return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
         }
     };
-    let env = attempt_env(&job, &ws, &spec, port);
+    let gate_env = attempt_env(&job, &ws, &spec, port);
+    let env = gate_env.vars();
     if let Some(setup) = ctx.settings.setup.clone()
         && let Err(f) = run_setup(&job, &ws, &env, &setup, &cancel).await
     {
@@ -304,7 +305,7 @@ pub async fn run(job: Attempt, cancel: CancellationToken) -> AttemptEnd {
         };
         return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
     }
-    match judge(&job, &spec, &ws, &env, &agent_run, &cancel).await {
+    match judge(&job, &spec, &ws, &gate_env, &agent_run, &cancel).await {
         Ok((outcome, failure)) => end(&job, &spec.name, outcome, failure),
         Err(e) => {
             let f = Failure {
@@ -420,13 +421,9 @@ async fn retry_context(job: &Attempt) -> Option<RetryContext> {
     Some(r)
 }
 
-/// The environment every process of the attempt gets.
-fn attempt_env(
-    job: &Attempt,
-    ws: &Workspace,
-    spec: &AgentSpec,
-    port: u16,
-) -> Vec<(String, String)> {
+/// The environment every process of the attempt gets (see
+/// [`AttemptEnv`]).
+fn attempt_env(job: &Attempt, ws: &Workspace, spec: &AgentSpec, port: u16) -> GateEnv {
     AttemptEnv {
         run: &job.ctx.run,
         plan: &job.ctx.plan().id,
@@ -439,7 +436,7 @@ fn attempt_env(
         paths: &ws.paths,
         retry: job.retry.is_some(),
     }
-    .vars()
+    .gate_env()
 }
 
 /// Variables that would point the child's git at the wrong repository.
@@ -702,7 +699,7 @@ async fn judge(
     job: &Attempt,
     spec: &AgentSpec,
     ws: &Workspace,
-    env: &[(String, String)],
+    env: &GateEnv,
     agent_run: &AgentOutcome,
     cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
@@ -754,12 +751,12 @@ async fn commit(
 }
 
 /// The gate phase: the attempt's gate stack on its result, reusing
-/// verdicts already recorded for the same tree and command.
+/// verdicts already recorded for the same tree, command and inputs.
 async fn run_gates(
     job: &Attempt,
     spec: &AgentSpec,
     ws: &Workspace,
-    env: &[(String, String)],
+    env: &GateEnv,
     committed: &ImportedResult,
     cancel: &CancellationToken,
 ) -> Result<gate::evaluate::StackOutcome, RunError> {
@@ -779,7 +776,7 @@ async fn run_gates(
     let (w, agent, env, result) = (
         ws.clone(),
         spec.name.clone(),
-        env.to_vec(),
+        env.clone(),
         committed.clone(),
     );
     let (subject, cache) = blocking(&ctx, move |store| {
@@ -802,17 +799,7 @@ async fn run_gates(
         Ok((subject, cache))
     })
     .await?;
-    let tree_hex = committed.tree.to_string();
-    let lookup = move |gate: &str, command: &str| {
-        cache
-            .get(&crate::state::VerdictKey {
-                tree: tree_hex.clone(),
-                gate: gate.to_owned(),
-                command: command.to_owned(),
-            })
-            .cloned()
-    };
-    Ok(gate::evaluate(&subject, &job.gates, &lookup, cancel).await?)
+    Ok(gate::evaluate(&subject, &job.gates, &cache, cancel).await?)
 }
 
 /// Gates stopped half way judge nothing: the attempt did not pass. Its

@@ -807,7 +807,8 @@ pub async fn gate_attempt(
         .map(|a| a.env)
         .unwrap_or_default();
     // The same environment the run gave the attempt's gates: a verdict
-    // recorded here is reused by the run as `cached`.
+    // recorded here is reused by the run as `cached`, and one the run
+    // recorded is reused here, when the inputs are the same.
     let env = super::gating::AttemptEnv {
         run: &run.id,
         plan: &rev.plan.id,
@@ -820,7 +821,7 @@ pub async fn gate_attempt(
         paths: &paths,
         retry: paths.retry_context.is_file(),
     }
-    .vars();
+    .gate_env();
     let subject = super::gating::AttemptGates {
         common_dir: store.common_dir(),
         run: &run.id,
@@ -836,18 +837,8 @@ pub async fn gate_attempt(
     }
     .subject(&store, None, None)?;
     let cancel = CancellationToken::new();
-    let tree_hex = result.tree.clone();
-    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&tree_hex)?;
-    let lookup = move |gate: &str, command: &str| {
-        cache
-            .get(&crate::state::VerdictKey {
-                tree: tree_hex.clone(),
-                gate: gate.to_owned(),
-                command: command.to_owned(),
-            })
-            .cloned()
-    };
-    let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &cancel).await?;
+    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree)?;
+    let outcome = crate::gate::evaluate(&subject, &gates, &cache, &cancel).await?;
     store.append(
         outcome
             .verdicts
