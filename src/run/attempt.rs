@@ -888,8 +888,8 @@ fn decide(
     }
 }
 
-/// The record phase: the verdicts and the end, in one append; the result
-/// kept (unless it may hold a secret) and its note written.
+/// The record phase, one operation: the verdicts and the end appended,
+/// the result kept (unless it may hold a secret) and its note written.
 async fn record_end_of(
     job: &Attempt,
     spec: &AgentSpec,
@@ -904,7 +904,6 @@ async fn record_end_of(
         .iter()
         .find(|v| v.gate == "secrets")
         .is_none_or(|v| matches!(v.status, GateStatus::Pass | GateStatus::Skipped));
-    let c = ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
     let verdicts = stack.verdicts.clone();
     let agent = spec.name.clone();
@@ -913,37 +912,49 @@ async fn record_end_of(
     // its result: a landed commit, or the previous attempt's result,
     // whose records are not this attempt's to write over.
     let made_here = commit != job.base && Some(commit) != job.start;
+    let note = made_here.then(|| {
+        super::control::note_text(&ctx, &task, n, &agent, &verdicts, outcome, failure.as_ref())
+    });
+    let mut events: Vec<Event> = verdicts
+        .into_iter()
+        .map(|verdict| Event::GateVerdict {
+            run_id: ctx.run.clone(),
+            task: task.clone(),
+            attempt: n,
+            verdict,
+        })
+        .collect();
+    events.push(Event::attempt_finished(
+        &ctx.run, &task, n, outcome, failure,
+    ));
+    let why = format!("{}/{task}/attempt-{n}", ctx.run);
     blocking(&ctx, move |store| {
-        let mut events: Vec<Event> = verdicts
-            .iter()
-            .map(|v| Event::GateVerdict {
-                run_id: c.run.clone(),
-                task: task.clone(),
-                attempt: n,
-                verdict: v.clone(),
-            })
-            .collect();
-        // A result that may hold a secret never becomes reachable from
-        // refs/orch/*, which is what sharing pushes.
-        if secrets_clean {
-            store.keep(&[commit], &format!("{}/{task}/attempt-{n}", c.run))?;
-        }
-        if made_here {
-            let note = super::control::note_text(
-                &c,
-                &task,
-                n,
-                &agent,
-                &verdicts,
-                outcome,
-                failure.as_ref(),
-            );
-            // Notes are derived; failing to write one does not fail the
-            // attempt.
-            let _ = super::notes::add_record(store, commit, &note);
-        }
-        events.push(Event::attempt_finished(&c.run, &task, n, outcome, failure));
-        append(store, events)
+        // One operation: a kill at any point leaves either all of it or
+        // none, never a kept result or a note whose end is not recorded.
+        store.transact(|store| {
+            let mut refs = Vec::new();
+            // A result that may hold a secret never becomes reachable
+            // from refs/orch/*, which is what sharing pushes.
+            if secrets_clean {
+                let tip = store.ref_target(crate::store::refs::KEEP_REF)?;
+                refs.push(store.keep_update(tip, &[commit], &why)?);
+            }
+            // Notes are derived: one that cannot be written does not
+            // fail the attempt.
+            if let Some(note) = &note
+                && let Ok(update) = super::notes::record_update(store, commit, note)
+            {
+                refs.push(update);
+            }
+            Ok::<_, RunError>((
+                crate::store::log::Operation {
+                    events: events.clone(),
+                    refs,
+                },
+                (),
+            ))
+        })?;
+        Ok(())
     })
     .await
 }
