@@ -168,9 +168,11 @@ fn main() {
             let ws = git_orch::run::workspace::Workspace::new(&ctx, sub, 1, ctx.base, None);
             let port = ws.port_block(20_000, 20_000);
             ws.record(&store, "fake", port, None).expect("record");
-            ws.check_out(&store)
-                .expect("worktree")
-                .expect("worktree made");
+            let made = ws.check_out(&store).expect("worktree");
+            assert!(
+                matches!(made, git_orch::run::workspace::CheckedOut::Made),
+                "{made:?}"
+            );
             ws.install_hooks(&ctx.hooks_dir, &sub.owned_globs, Path::new(exe))
                 .expect("hooks");
         }

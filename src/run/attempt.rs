@@ -28,7 +28,7 @@ use crate::process::{GroupChild, GroupSpec};
 use crate::store::Store;
 
 use super::gating::{AttemptEnv, AttemptGates};
-use super::workspace::{ImportedResult, Workspace};
+use super::workspace::{CheckedOut, ImportedResult, Workspace};
 use super::{RunContext, RunError};
 
 /// Grace between SIGTERM and SIGKILL when an agent is stopped.
@@ -179,9 +179,9 @@ fn step(job: &Attempt, step: impl Into<String>) {
 /// has not shown earlier in this run that it cannot work (a refused key,
 /// a missing program). None left is a configuration problem: no retry
 /// can change it.
-pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
+pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, NoAgent> {
     let mut missing = Vec::new();
-    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox)?;
     for name in chain {
         match AgentSpec::resolve(name, &ctx.settings.agents) {
             Ok(spec) => {
@@ -197,10 +197,37 @@ pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, Str
             Err(e) => missing.push(e.to_string()),
         }
     }
-    Err(format!(
+    Err(NoAgent::NoneCanWork(missing))
+}
+
+/// Why no agent of a task's chain can take an attempt here: a
+/// configuration problem, which no retry can change.
+#[derive(Debug, thiserror::Error)]
+pub enum NoAgent {
+    /// The sandbox the settings ask for cannot be made here.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Each agent of the chain, and why it cannot work.
+    #[error(
         "no agent can work here: {} (fix it, or name a fallback agent that can with `fallback` in [orch])",
-        missing.join("; ")
-    ))
+        .0.join("; ")
+    )]
+    NoneCanWork(Vec<String>),
+}
+
+/// Why an attempt's agent could not be run (git-orch's failure, not the
+/// agent's: an agent that cannot start is unavailable instead).
+#[derive(Debug, thiserror::Error)]
+enum AgentRunError {
+    #[error("reading the prompt: {0}")]
+    Prompt(#[source] std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// What `launch` could not set up (its own message).
+    #[error("{0}")]
+    Launch(String),
+    #[error(transparent)]
+    Record(#[from] RunError),
 }
 
 /// Agents that showed in a run that they cannot work there (a provider
@@ -235,7 +262,7 @@ pub async fn run(job: Attempt, cancel: CancellationToken) -> AttemptEnd {
                 Outcome::Failed,
                 Some(Failure {
                     class: FailureClass::Config,
-                    reason: why,
+                    reason: why.to_string(),
                 }),
             );
         }
@@ -276,7 +303,7 @@ pub async fn run(job: Attempt, cancel: CancellationToken) -> AttemptEnd {
         Err(why) => {
             let f = Failure {
                 class: FailureClass::Internal,
-                reason: why,
+                reason: why.to_string(),
             };
             return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
         }
@@ -372,7 +399,9 @@ async fn prepare(job: &Attempt, spec: &AgentSpec, ws: &Workspace) -> Result<u16,
         .await
         .map_err(|e| Unprepared::NotMade(e.to_string()))?;
     drop(permit);
-    made.map_err(Unprepared::NotMade)?;
+    if let CheckedOut::Abandoned(why) = made {
+        return Err(Unprepared::NotMade(why.to_string()));
+    }
     failpoint("attempt.worktree-added").await;
     let retry = retry_context(job).await;
     let prompt = super::prompt::render(
@@ -539,12 +568,12 @@ async fn run_agent(
     ws: &Workspace,
     env: &[(String, String)],
     cancel: &CancellationToken,
-) -> Result<AgentOutcome, String> {
+) -> Result<AgentOutcome, AgentRunError> {
     step(job, format!("agent {}", spec.name));
     let paths = &ws.paths;
     let ctx = job.ctx.clone();
-    let prompt = std::fs::read_to_string(&paths.prompt).map_err(|e| e.to_string())?;
-    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
+    let prompt = std::fs::read_to_string(&paths.prompt).map_err(AgentRunError::Prompt)?;
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox)?;
     // The agent may run what the gates will run, to check its own work.
     let allowed_commands: Vec<String> = std::iter::once(job.task.verification.clone())
         .chain(
@@ -570,7 +599,8 @@ async fn run_agent(
         allowed_commands,
         filter: gate::masking::line_filter(),
         writable: Vec::new(),
-    })?;
+    })
+    .map_err(AgentRunError::Launch)?;
     let start = Instant::now();
     let timeout = Duration::from_secs(spec.timeout_secs.unwrap_or(ctx.run_settings.timeout_secs));
     let mut child = match GroupChild::spawn(&launch.group) {
@@ -618,8 +648,7 @@ async fn run_agent(
                 }],
             )
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     failpoint("attempt.agent-started").await;
     let ended = child

@@ -378,7 +378,7 @@ impl<'p> Driver<'p> {
         // configuration's to fix, and the run stops for it.
         for chain in &chains {
             if let Err(why) = attempt::choose_agent(&self.ctx, chain) {
-                return self.config_stop(why);
+                return self.config_stop(why.to_string());
             }
         }
         let first = run.tasks.get(task).map_or(1, |t| t.next_attempt());

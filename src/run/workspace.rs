@@ -95,6 +95,14 @@ pub struct Workspace {
     limits: ImportLimits,
 }
 
+/// What [`Workspace::check_out`] came to.
+#[derive(Debug)]
+pub enum CheckedOut {
+    Made,
+    /// It could not be made (why); the attempt is recorded abandoned.
+    Abandoned(StoreError),
+}
+
 /// What a finished agent's work became: the attempt's result.
 #[derive(Debug, Clone)]
 pub struct ImportedResult {
@@ -234,14 +242,13 @@ impl Workspace {
     /// folder of its own with the attempt's branch there. When that
     /// fails, a half-made one is removed again (git-orch's own, nothing
     /// in it yet), the branch deleted and the attempt recorded abandoned,
-    /// atomically; the inner error says why.
-    pub fn check_out(&self, store: &Store) -> Result<Result<(), String>, StoreError> {
+    /// atomically ([`CheckedOut::Abandoned`], with why).
+    pub fn check_out(&self, store: &Store) -> Result<CheckedOut, StoreError> {
         match self.make_checkout(store) {
-            Ok(()) => Ok(Ok(())),
+            Ok(()) => Ok(CheckedOut::Made),
             Err(e) => {
-                let why = e.to_string();
-                self.abandon_unmade(store, &why)?;
-                Ok(Err(why))
+                self.abandon_unmade(store, &e.to_string())?;
+                Ok(CheckedOut::Abandoned(e))
             }
         }
     }

@@ -548,7 +548,7 @@ impl Worker {
         if let Some(sub) = ctx.plan().subtask(task.as_str()) {
             let chain = crate::run::schedule::agent_chain(ctx, run, sub);
             if let Err(why) = attempt::choose_agent(ctx, &chain) {
-                self.skip_for_config(&run.id, why, report);
+                self.skip_for_config(&run.id, why.to_string(), report);
                 return Ok(false);
             }
         }
