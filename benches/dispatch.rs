@@ -165,27 +165,16 @@ fn main() {
         flush();
         let start = Instant::now();
         for sub in &ctx.plan().subtasks {
-            let p = git_orch::run::workspace::paths(&ctx, sub, 1);
-            let port =
-                git_orch::run::workspace::port_block(&p.worktree, 20_000, 20_000).unwrap_or(0);
-            let new = git_orch::run::workspace::NewAttempt {
-                task: sub.id.clone(),
-                n: 1,
-                port,
-                agent: "fake".into(),
-                base: ctx.base,
-                start: None,
-                candidate: None,
-            };
-            git_orch::run::workspace::create(&store, &ctx, &p, &new).expect("create");
-            git_orch::run::workspace::make_worktree(&store, &p, ctx.base).expect("worktree");
-            git_orch::run::workspace::install_hooks(
-                &ctx.hooks_dir,
-                &p,
-                &sub.owned_globs,
-                Path::new(exe),
-            )
-            .expect("hooks");
+            let ws = git_orch::run::workspace::Workspace::new(&ctx, sub, 1, ctx.base, None);
+            let port = ws.port_block(20_000, 20_000);
+            ws.record(&store, "fake", port, None).expect("record");
+            let made = ws.check_out(&store).expect("worktree");
+            assert!(
+                matches!(made, git_orch::run::workspace::CheckedOut::Made),
+                "{made:?}"
+            );
+            ws.install_hooks(&ctx.hooks_dir, &sub.owned_globs, Path::new(exe))
+                .expect("hooks");
         }
         start.elapsed()
     };

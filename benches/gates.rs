@@ -63,7 +63,7 @@ fn builtin_defs() -> Vec<GateDef> {
 
 async fn evaluate(subject: &Subject, defs: &[GateDef]) -> Duration {
     let cancel = tokio_util::sync::CancellationToken::new();
-    let none = |_: &str, _: &str| None;
+    let none = git_orch::state::VerdictCache::new();
     let start = Instant::now();
     let out = gate::evaluate(subject, defs, &none, &cancel)
         .await
@@ -121,7 +121,7 @@ fn main() {
         every_commit: false,
         result: store.parse_oid(&result_commit).expect("oid"),
         scratch: store.common_dir().join("orch/scratch/bench-gates"),
-        env: vec![],
+        env: gate::GateEnv::default(),
         log_dir: root.join("logs"),
         writer_agent: "fake".into(),
         settings: Settings::default(),
@@ -212,7 +212,7 @@ fn main() {
         every_commit: false,
         result: store.parse_oid(&result_commit).expect("oid"),
         scratch: store.common_dir().join("orch/scratch/bench-big"),
-        env: vec![],
+        env: gate::GateEnv::default(),
         log_dir: root.join("logs-big"),
         writer_agent: "fake".into(),
         settings: Settings::default(),
@@ -274,7 +274,7 @@ fn main() {
         steps,
         result: tip_oid,
         scratch: store.common_dir().join("orch/scratch/bench-history"),
-        env: vec![],
+        env: gate::GateEnv::default(),
         log_dir: root.join(logs),
         writer_agent: "fake".into(),
         settings: Settings::default(),

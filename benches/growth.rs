@@ -79,6 +79,7 @@ fn verdict(gate: &str, command: Option<&str>) -> Verdict {
         mode: GateMode::Block,
         status: GateStatus::Pass,
         cached_pass: None,
+        inputs: None,
         command: command.map(str::to_owned),
         duration_ms: 120,
         summary: format!("{gate}: 14 changed path(s) checked, nothing found"),

@@ -750,6 +750,13 @@ pub struct Verdict {
     /// The command run, for command gates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// For a command gate that ran: the fingerprint of what its verdict
+    /// rests on besides the tree and the command (the inputs among its
+    /// environment's variables, and the sandbox settings; see
+    /// `gate::inputs`). A verdict without one (recorded by an older
+    /// git-orch) is never reused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
     pub duration_ms: u64,
     pub summary: String,
     /// Masked tail of the gate's output.
@@ -976,6 +983,25 @@ pub enum Decision {
 }
 
 impl Event {
+    /// The end of attempt `attempt` of `task` in `run_id`: the one way
+    /// every part of git-orch records it (the attempt itself, its driver
+    /// when it panics or is found dead, a worker taking a claim over).
+    pub fn attempt_finished(
+        run_id: &RunId,
+        task: &TaskId,
+        attempt: u32,
+        outcome: Outcome,
+        failure: Option<Failure>,
+    ) -> Event {
+        Event::AttemptFinished {
+            run_id: run_id.clone(),
+            task: task.clone(),
+            attempt,
+            outcome,
+            failure,
+        }
+    }
+
     /// The `type` tag, for commit trailers and human output.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -1351,6 +1377,7 @@ mod tests {
             mode: GateMode::Block,
             status: GateStatus::Fail,
             cached_pass: None,
+            inputs: None,
             command: Some("make test".into()),
             duration_ms: 1200,
             summary: "exit 2".into(),

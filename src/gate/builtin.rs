@@ -177,6 +177,7 @@ fn verdict(
         mode: def.mode,
         status,
         cached_pass: None,
+        inputs: None,
         command: None,
         duration_ms: start.elapsed().as_millis() as u64,
         summary,

@@ -2,8 +2,9 @@
 //!
 //! Order: the built-in gates from the trees (all of them, they are cheap);
 //! then, only if none of them blocks, the command gates one by one, each
-//! looked up first in the verdict cache (same tree, gate name and command:
-//! the command does not run again, the verdict is `cached`); then the
+//! looked up first in the verdict cache (same tree, gate name, command and
+//! inputs, see [`super::inputs`]: the command does not run again, the
+//! verdict is `cached`); then the
 //! reviewer. The first blocking failure stops the expensive part; the gates
 //! not run are reported `skipped` with the reason.
 
@@ -18,6 +19,7 @@ use crate::agent::AgentSpec;
 use crate::config::Settings;
 use crate::event::{Failure, FailureClass, GateMode, GateStatus, Verdict};
 use crate::plan::Subtask;
+use crate::state::{VerdictCache, VerdictKey};
 use crate::store::{Oid, Store, StoreError};
 
 /// What is being gated.
@@ -41,8 +43,9 @@ pub struct Subject {
     /// `.git/orch/scratch/`), when the first gate that needs files runs;
     /// it goes when the stack ends.
     pub scratch: PathBuf,
-    /// `ORCH_*` environment for command gates.
-    pub env: Vec<(String, String)>,
+    /// `ORCH_*` environment for command gates and the reviewer, marked
+    /// by what can change a verdict.
+    pub env: super::GateEnv,
     pub log_dir: PathBuf,
     /// The agent that wrote the attempt (for reviewer independence).
     pub writer_agent: String,
@@ -62,15 +65,13 @@ pub struct StackOutcome {
     pub failure: Option<Failure>,
 }
 
-/// A previous verdict for (gate name, command) on the subject's tree.
-pub type Cache<'a> = &'a (dyn Fn(&str, &str) -> Option<Verdict> + Sync);
-
 fn skipped(def: &GateDef, why: &str) -> Verdict {
     Verdict {
         gate: def.name.clone(),
         mode: def.mode,
         status: GateStatus::Skipped,
         cached_pass: None,
+        inputs: None,
         command: def.kind.command().map(str::to_owned),
         duration_ms: 0,
         summary: why.to_owned(),
@@ -146,13 +147,26 @@ fn diff_of(store: &Store, changes: &Changes, max: usize) -> Result<String, Store
     Ok(super::masking::mask_text(&out))
 }
 
-/// Runs `defs` on `subject`.
+/// Runs `defs` on `subject`. A command gate whose verdict `cache` holds
+/// for the subject's tree, the gate's name and command and the subject's
+/// inputs is not run again: that verdict is reused as `cached`.
 pub async fn evaluate(
     subject: &Subject,
     defs: &[GateDef],
-    cache: Cache<'_>,
+    cache: &VerdictCache,
     cancel: &CancellationToken,
 ) -> Result<StackOutcome, StoreError> {
+    let env = subject.env.vars();
+    let inputs = subject.env.fingerprint(&subject.settings.sandbox);
+    let tree = subject.result_tree.to_string();
+    let cached = |gate: &str, command: &str| {
+        cache.get(&VerdictKey {
+            tree: tree.clone(),
+            gate: gate.to_owned(),
+            command: command.to_owned(),
+            inputs: inputs.clone(),
+        })
+    };
     let want_diff = defs
         .iter()
         .any(|d| matches!(d.kind, GateKind::Review { .. }) && d.mode != GateMode::Skip);
@@ -223,8 +237,8 @@ pub async fn evaluate(
         };
         let verdict = match &def.kind {
             GateKind::Command { run } | GateKind::Verification { run } => {
-                match cache(&def.name, run) {
-                    Some(prev) => Verdict::reused(&prev, &prev.gate, def.mode),
+                match cached(&def.name, run) {
+                    Some(prev) => Verdict::reused(prev, &prev.gate, def.mode),
                     None => match (&sandbox, checkout.ready(subject).await) {
                         (Err(why), _) => unconfinable(def, why),
                         (_, Err(why)) => unconfinable(def, &why),
@@ -236,10 +250,14 @@ pub async fn evaluate(
                             };
                             let place = Place {
                                 worktree: &dir,
-                                env: &subject.env,
+                                env: &env,
                                 log_dir: &subject.log_dir,
                             };
-                            command::run_confined(def, run, &place, &confinement, cancel).await
+                            Verdict {
+                                inputs: Some(inputs.clone()),
+                                ..command::run_confined(def, run, &place, &confinement, cancel)
+                                    .await
+                            }
                         }
                     },
                 }
@@ -269,7 +287,7 @@ pub async fn evaluate(
                                 diff: &diff,
                                 gates_so_far: &so_far,
                                 worktree: &dir,
-                                env: &subject.env,
+                                env: &env,
                                 log_dir: &subject.log_dir,
                                 attempt: subject.attempt,
                                 sandbox: sandbox.as_ref().expect("checked above"),

@@ -101,6 +101,7 @@ pub async fn run(def: &GateDef, input: &ReviewInput<'_>, cancel: &CancellationTo
         mode: def.mode,
         status: GateStatus::Error,
         cached_pass: None,
+        inputs: None,
         command: None,
         duration_ms: 0,
         summary: String::new(),

@@ -3,7 +3,7 @@
 //!
 //! An agent's git gets this hook without any install: the attempt's hook
 //! folder is put in front through `GIT_CONFIG_COUNT` (see
-//! `run::workspace::install_hooks`), and it passes the owned globs as a
+//! `run::workspace::Workspace::install_hooks`), and it passes the owned globs as a
 //! file. `git orch hooks install --worktree` also puts a `pre-commit` shim
 //! in the repository's hooks folder, so a person committing by hand in an
 //! attempt worktree meets the same rule; that shim passes no globs, and

@@ -279,7 +279,16 @@ pub async fn land(
         if let Some(why) = checkout::blocking_paths(&store, &target_ref, old, new)? {
             return Ok(Outcome::Refused(why));
         }
-        let (verdicts, ran) = gate(&store, &state, &settings, &landing, new, cancel).await?;
+        let (verdicts, ran) = gate(
+            &store,
+            &state,
+            &settings,
+            &landing,
+            (old, new),
+            &req.target,
+            cancel,
+        )
+        .await?;
         gate_runs += ran;
         if cancel.is_cancelled() {
             return Ok(Outcome::Refused(
@@ -341,15 +350,16 @@ pub async fn land(
     })
 }
 
-/// Gates the candidate `new` in a scratch worktree; returns the verdicts
-/// and how many gate commands ran (cached verdicts on the same tree are
-/// reused).
+/// Gates the candidate `new`, built on `old`, the tip of `target`, in a
+/// scratch worktree; returns the verdicts and how many gate commands ran
+/// (cached verdicts on the same tree and inputs are reused).
 async fn gate(
     store: &Store,
     state: &SharedIndex,
     settings: &Settings,
     landing: &str,
-    new: Oid,
+    (old, new): (Oid, Oid),
+    target: &str,
     cancel: &CancellationToken,
 ) -> Result<(Vec<Verdict>, usize), MergeError> {
     let defs = gates(settings);
@@ -364,10 +374,18 @@ async fn gate(
     let tree = store.commit_info(new)?.tree.to_string();
     let cache = state.read(store, |index| index.verdicts_for(&tree))?;
     crate::run::workspace::prepare_scratch(store, &scratch, new).map_err(MergeError::Scratch)?;
-    let env = vec![
-        ("ORCH_CANDIDATE".to_owned(), new.to_string()),
-        ("ORCH_LANDING".to_owned(), landing.to_owned()),
-    ];
+    let gate_env = crate::run::gating::LandingEnv {
+        run: None,
+        plan: None,
+        target,
+        base: old,
+        candidate: new,
+        landing: Some(landing),
+        task: None,
+    }
+    .gate_env();
+    let env = gate_env.vars();
+    let inputs = gate_env.fingerprint(&settings.sandbox);
     let place = crate::gate::command::Place {
         worktree: &scratch,
         env: &env,
@@ -378,6 +396,7 @@ async fn gate(
         &tree,
         &cache,
         &place,
+        &inputs,
         settings,
         store.common_dir(),
         cancel,

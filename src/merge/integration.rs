@@ -46,6 +46,7 @@ pub fn clean_merge() -> Verdict {
         mode: GateMode::Block,
         status: GateStatus::Pass,
         cached_pass: None,
+        inputs: None,
         command: None,
         duration_ms: 0,
         summary: "no blocking command gate is configured; the candidate merged cleanly".into(),
@@ -56,13 +57,17 @@ pub fn clean_merge() -> Verdict {
 
 /// Runs `defs` on the candidate tree `tree` checked out at `place`, in
 /// order, stopping at the first that blocks. A verdict recorded before for
-/// the same tree and command is reused (as `cached`) instead of running
-/// the command again. Returns the verdicts and how many commands ran.
+/// the same tree, command and `inputs` (the fingerprint of the gate's
+/// environment, see [`crate::gate::inputs`]) is reused (as `cached`)
+/// instead of running the command again. Returns the verdicts and how
+/// many commands ran.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     defs: &[GateDef],
     tree: &str,
     cache: &VerdictCache,
     place: &Place<'_>,
+    inputs: &str,
     settings: &Settings,
     common_dir: &Path,
     cancel: &CancellationToken,
@@ -79,12 +84,19 @@ pub async fn run(
             tree: tree.to_owned(),
             gate: def.name.clone(),
             command: cmd.clone(),
+            inputs: inputs.to_owned(),
         };
         let v = match cache.get(&key) {
             Some(prev) => Verdict::reused(prev, &def.name, def.mode),
             None => {
                 ran += 1;
-                crate::gate::command::run_in(def, &cmd, place, settings, common_dir, cancel).await
+                let v =
+                    crate::gate::command::run_in(def, &cmd, place, settings, common_dir, cancel)
+                        .await;
+                Verdict {
+                    inputs: Some(inputs.to_owned()),
+                    ..v
+                }
             }
         };
         let blocks = v.blocks();

@@ -70,7 +70,7 @@ pub struct Queue {
 /// The scratch worktree a landing gates its candidates in, and the commit
 /// it was put at already, if any.
 #[derive(Clone, Copy)]
-struct Scratch<'a> {
+struct CandidateCheckout<'a> {
     path: &'a Path,
     at: Option<Oid>,
 }
@@ -391,9 +391,10 @@ impl Queue {
             // Gate the top; on failure, bisect for the largest good prefix.
             let (pass, failing) = self
                 .gate(
+                    tip,
                     &stack,
                     stack.len(),
-                    Scratch {
+                    CandidateCheckout {
                         path: scratch,
                         at: Some(top),
                     },
@@ -407,11 +408,13 @@ impl Queue {
             } else {
                 let mut search = bisect::Bisection::new(stack.len(), failing);
                 while let Some(n) = search.next() {
-                    let at = Scratch {
+                    let at = CandidateCheckout {
                         path: scratch,
                         at: None,
                     };
-                    let (ok, verdicts) = self.gate(&stack, n, at, cancel, report, passed).await?;
+                    let (ok, verdicts) = self
+                        .gate(tip, &stack, n, at, cancel, report, passed)
+                        .await?;
                     search.record(n, ok, verdicts);
                 }
                 let found = search.found();
@@ -612,12 +615,14 @@ impl Queue {
     /// Gates the candidate of the first `k` stack entries. Returns whether
     /// it passed and the failing verdicts. A passing candidate's verdicts
     /// go to `passed`, to be recorded with its landing; a failing one's are
-    /// recorded at once.
+    /// recorded at once. `tip`: the target's tip the stack is built on.
+    #[allow(clippy::too_many_arguments)]
     async fn gate(
         &self,
+        tip: Oid,
         stack: &[(Entry, Oid, Vec<Oid>)],
         k: usize,
-        scratch: Scratch<'_>,
+        scratch: CandidateCheckout<'_>,
         cancel: &CancellationToken,
         report: &mut LandReport,
         passed: &mut Vec<Event>,
@@ -641,11 +646,21 @@ impl Queue {
             })
             .await?
         };
-        let env = vec![
-            ("ORCH_RUN".to_owned(), self.run.to_string()),
-            ("ORCH_CANDIDATE".to_owned(), candidate.to_string()),
-            ("ORCH_TARGET".to_owned(), self.target.clone()),
-        ];
+        let gate_env = crate::run::gating::LandingEnv {
+            run: Some(&self.run),
+            plan: Some(&self.revision.plan.id),
+            target: &self.target,
+            base: tip,
+            candidate,
+            landing: None,
+            task: match entries.as_slice() {
+                [one] => Some((&one.task, one.agent.as_str())),
+                _ => None,
+            },
+        }
+        .gate_env();
+        let env = gate_env.vars();
+        let inputs = gate_env.fingerprint(&self.settings.sandbox);
         let log_dir = self
             .common_dir
             .join("orch")
@@ -665,6 +680,7 @@ impl Queue {
                 &tree.to_string(),
                 &cache,
                 &place,
+                &inputs,
                 &self.settings,
                 &self.common_dir,
                 cancel,

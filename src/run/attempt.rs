@@ -4,6 +4,11 @@
 //! setup command → agent (own process group, timeout, masked output) →
 //! result commit → gate stack → note, keep ref → `attempt_finished`.
 //!
+//! This file tells the story in order; every step that touches the
+//! repository or the worktree is one method of [`Workspace`]
+//! (`run::workspace`), every gate's subject and environment comes from
+//! `run::gating`.
+//!
 //! Every step is recorded as it happens, so a driver that dies at any point
 //! leaves a log from which the next driver can tell what was done: an
 //! attempt without `attempt_finished` is open, and a resumed driver finds
@@ -17,13 +22,13 @@ use tokio_util::sync::CancellationToken;
 use crate::agent::{AgentSpec, Availability};
 use crate::event::{AgentUsage, Event, Failure, FailureClass, GateStatus, Outcome};
 use crate::gate::context::RetryContext;
-use crate::gate::{self, GateDef, Subject};
+use crate::gate::{self, GateDef, GateEnv};
 use crate::plan::Subtask;
 use crate::process::{GroupChild, GroupSpec};
-use crate::store::refs::{Expected, RefUpdate};
-use crate::store::{Store, StoreError};
+use crate::store::Store;
 
-use super::workspace::{self, AttemptPaths};
+use super::gating::{AttemptEnv, AttemptGates};
+use super::workspace::{CheckedOut, ImportedResult, Workspace};
 use super::{RunContext, RunError};
 
 /// Grace between SIGTERM and SIGKILL when an agent is stopped.
@@ -32,7 +37,7 @@ pub const GRACE: Duration = Duration::from_secs(3);
 pub const TAIL_BYTES: usize = 2 * 1024;
 
 /// Everything one attempt needs.
-pub struct Job {
+pub struct Attempt {
     pub ctx: Arc<RunContext>,
     /// The commit the attempt's change is judged against (and landed
     /// from): where the task's work begins.
@@ -52,7 +57,7 @@ pub struct Job {
     pub candidate: Option<crate::event::Candidate>,
 }
 
-impl Job {
+impl Attempt {
     /// Attempt `n` of `task`: its agents, gates, base, and, for a retry,
     /// what it is told of the attempt before and where it starts.
     pub fn next(
@@ -77,7 +82,7 @@ impl Job {
             }
             _ => (super::schedule::attempt_base(store, ctx)?, None),
         };
-        Ok(Job {
+        Ok(Attempt {
             base,
             start,
             agents: super::schedule::agent_chain(&ctx.run_settings, run, &sub),
@@ -94,7 +99,7 @@ impl Job {
 
 /// How an attempt ended, for the driver.
 #[derive(Debug, Clone)]
-pub struct End {
+pub struct AttemptEnd {
     pub task: crate::ids::TaskId,
     pub n: u32,
     pub outcome: Outcome,
@@ -148,8 +153,8 @@ fn append(store: &Store, events: Vec<Event>) -> Result<(), RunError> {
     Ok(())
 }
 
-fn end(job: &Job, agent: &str, outcome: Outcome, failure: Option<Failure>) -> End {
-    End {
+fn end(job: &Attempt, agent: &str, outcome: Outcome, failure: Option<Failure>) -> AttemptEnd {
+    AttemptEnd {
         task: job.task.id.clone(),
         n: job.n,
         outcome,
@@ -159,7 +164,7 @@ fn end(job: &Job, agent: &str, outcome: Outcome, failure: Option<Failure>) -> En
 }
 
 /// Tells the run's observer, if any, that the attempt is on `step`.
-fn step(job: &Job, step: impl Into<String>) {
+fn step(job: &Attempt, step: impl Into<String>) {
     if let Some(observe) = &job.ctx.on_step {
         (observe.0)(super::progress::Progress::Step {
             task: job.task.id.to_string(),
@@ -174,9 +179,9 @@ fn step(job: &Job, step: impl Into<String>) {
 /// has not shown earlier in this run that it cannot work (a refused key,
 /// a missing program). None left is a configuration problem: no retry
 /// can change it.
-pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, String> {
+pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, NoAgent> {
     let mut missing = Vec::new();
-    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox)?;
     for name in chain {
         match AgentSpec::resolve(name, &ctx.settings.agents) {
             Ok(spec) => {
@@ -192,10 +197,37 @@ pub fn choose_agent(ctx: &RunContext, chain: &[String]) -> Result<AgentSpec, Str
             Err(e) => missing.push(e.to_string()),
         }
     }
-    Err(format!(
+    Err(NoAgent::NoneCanWork(missing))
+}
+
+/// Why no agent of a task's chain can take an attempt here: a
+/// configuration problem, which no retry can change.
+#[derive(Debug, thiserror::Error)]
+pub enum NoAgent {
+    /// The sandbox the settings ask for cannot be made here.
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// Each agent of the chain, and why it cannot work.
+    #[error(
         "no agent can work here: {} (fix it, or name a fallback agent that can with `fallback` in [orch])",
-        missing.join("; ")
-    ))
+        .0.join("; ")
+    )]
+    NoneCanWork(Vec<String>),
+}
+
+/// Why an attempt's agent could not be run (git-orch's failure, not the
+/// agent's: an agent that cannot start is unavailable instead).
+#[derive(Debug, thiserror::Error)]
+enum AgentRunError {
+    #[error("reading the prompt: {0}")]
+    Prompt(#[source] std::io::Error),
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    /// What `launch` could not set up (its own message).
+    #[error("{0}")]
+    Launch(String),
+    #[error(transparent)]
+    Record(#[from] RunError),
 }
 
 /// Agents that showed in a run that they cannot work there (a provider
@@ -215,7 +247,7 @@ fn refused_earlier(run: &crate::ids::RunId, agent: &str) -> Option<String> {
 }
 
 /// Runs one attempt to its end; records every step.
-pub async fn run(job: Job, cancel: CancellationToken) -> End {
+pub async fn run(job: Attempt, cancel: CancellationToken) -> AttemptEnd {
     let ctx = job.ctx.clone();
     let spec = match choose_agent(&ctx, &job.agents) {
         Ok(s) => s,
@@ -230,15 +262,15 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
                 Outcome::Failed,
                 Some(Failure {
                     class: FailureClass::Config,
-                    reason: why,
+                    reason: why.to_string(),
                 }),
             );
         }
     };
-    let paths = workspace::paths(&ctx, &job.task, job.n);
-    let port = match prepare(&job, &spec, &paths).await {
+    let ws = Workspace::new(&ctx, &job.task, job.n, job.base, job.start);
+    let port = match prepare(&job, &spec, &ws).await {
         Ok(port) => port,
-        Err(Prepare::NotMade(why)) => {
+        Err(Unprepared::NotMade(why)) => {
             return end(
                 &job,
                 &spec.name,
@@ -249,36 +281,31 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
                 }),
             );
         }
-        Err(Prepare::Failed(class, why)) => {
+        Err(Unprepared::Failed(class, why)) => {
             let f = Failure { class, reason: why };
-            settle(&job, &paths).await;
-            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
-            return end(&job, &spec.name, Outcome::Failed, Some(f));
+            return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
         }
     };
-    let env = attempt_env(&job, &paths, &spec, port);
+    let gate_env = attempt_env(&job, &ws, &spec, port);
+    let env = gate_env.vars();
     if let Some(setup) = ctx.settings.setup.clone()
-        && let Err(f) = run_setup(&job, &paths, &env, &setup, &cancel).await
+        && let Err(f) = run_setup(&job, &ws, &env, &setup, &cancel).await
     {
         let outcome = if cancel.is_cancelled() {
             Outcome::Abandoned
         } else {
             Outcome::Failed
         };
-        settle(&job, &paths).await;
-        let _ = record_end(&job, outcome, Some(f.clone())).await;
-        return end(&job, &spec.name, outcome, Some(f));
+        return give_up(&job, &spec, &ws, outcome, f).await;
     }
-    let agent_run = match run_agent(&job, &spec, &paths, &env, &cancel).await {
+    let agent_run = match run_agent(&job, &spec, &ws, &env, &cancel).await {
         Ok(a) => a,
         Err(why) => {
             let f = Failure {
                 class: FailureClass::Internal,
-                reason: why,
+                reason: why.to_string(),
             };
-            settle(&job, &paths).await;
-            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
-            return end(&job, &spec.name, Outcome::Failed, Some(f));
+            return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
         }
     };
     if agent_run.ended.cancelled || agent_run.unavailable.is_some() {
@@ -289,9 +316,7 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
             class: FailureClass::Interrupted,
             reason: "stopped: the run was interrupted".into(),
         };
-        settle(&job, &paths).await;
-        let _ = record_end(&job, Outcome::Abandoned, Some(f.clone())).await;
-        return end(&job, &spec.name, Outcome::Abandoned, Some(f));
+        return give_up(&job, &spec, &ws, Outcome::Abandoned, f).await;
     }
     if let Some(why) = agent_run.unavailable {
         // Unavailable is for the fallback chain; with no agent of the
@@ -305,118 +330,80 @@ pub async fn run(job: Job, cancel: CancellationToken) -> End {
             class,
             reason: format!("agent {} unavailable: {why}", spec.name),
         };
-        settle(&job, &paths).await;
-        let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
-        return end(&job, &spec.name, Outcome::Failed, Some(f));
+        return give_up(&job, &spec, &ws, Outcome::Failed, f).await;
     }
-    match judge(&job, &spec, &paths, &env, &agent_run, &cancel).await {
+    match judge(&job, &spec, &ws, &gate_env, &agent_run, &cancel).await {
         Ok((outcome, failure)) => end(&job, &spec.name, outcome, failure),
         Err(e) => {
             let f = Failure {
                 class: FailureClass::Internal,
                 reason: e.to_string(),
             };
-            settle(&job, &paths).await;
-            let _ = record_end(&job, Outcome::Failed, Some(f.clone())).await;
-            end(&job, &spec.name, Outcome::Failed, Some(f))
+            give_up(&job, &spec, &ws, Outcome::Failed, f).await
         }
     }
 }
 
-/// Settles the worktree of an attempt that ends without its result being
-/// taken (see [`workspace::settle`]); best effort: a failure here leaves
-/// it for `git orch cleanup`, which never reads its git folder either.
-async fn settle(job: &Job, paths: &AttemptPaths) {
-    let p = paths.clone();
-    let start = job.start.unwrap_or(job.base);
-    let limits = job.ctx.settings.import_limits();
-    let _ = blocking(&job.ctx, move |store| {
-        Ok(workspace::settle(store, &p, start, limits)?)
-    })
-    .await;
+/// Ends an attempt before (or instead of) its result: its workspace
+/// settled, its end recorded.
+async fn give_up(
+    job: &Attempt,
+    spec: &AgentSpec,
+    ws: &Workspace,
+    outcome: Outcome,
+    failure: Failure,
+) -> AttemptEnd {
+    settle(job, ws).await;
+    let _ = record_end(job, outcome, Some(failure.clone())).await;
+    end(job, &spec.name, outcome, Some(failure))
 }
 
-enum Prepare {
+/// Settles the worktree of an attempt that ends without its result being
+/// taken (see [`Workspace::settle`]); best effort: a failure here leaves
+/// it for `git orch cleanup`, which never reads its git folder either.
+async fn settle(job: &Attempt, ws: &Workspace) {
+    let ws = ws.clone();
+    let _ = blocking(&job.ctx, move |store| Ok(ws.settle(store)?)).await;
+}
+
+/// Why an attempt's workspace could not be prepared.
+enum Unprepared {
     /// The worktree could not be made; recorded abandoned.
     NotMade(String),
     Failed(FailureClass, String),
 }
 
 /// Branch, record, worktree, hooks, prompt and retry context.
-async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u16, Prepare> {
+async fn prepare(job: &Attempt, spec: &AgentSpec, ws: &Workspace) -> Result<u16, Unprepared> {
     let ctx = job.ctx.clone();
-    let (task, n) = (job.task.clone(), job.n);
-    let p = paths.clone();
-    let agent = spec.name.clone();
-    let port = workspace::port_block(&p.worktree, ctx.settings.port_base, ctx.settings.port_span)
-        .unwrap_or(0);
-    let c = ctx.clone();
-    let new = workspace::NewAttempt {
-        task: task.id.clone(),
-        n,
-        port,
-        agent,
-        base: job.base,
-        start: job.start,
-        candidate: job.candidate,
-    };
-    blocking(&ctx, move |store| workspace::create(store, &c, &p, &new))
+    let port = ws.port_block(ctx.settings.port_base, ctx.settings.port_span);
+    let (w, agent, candidate) = (ws.clone(), spec.name.clone(), job.candidate);
+    blocking(&ctx, move |store| w.record(store, &agent, port, candidate))
         .await
         .map_err(|e| match e {
             // Recorded with its end already.
-            RunError::BranchExists(b) => Prepare::NotMade(format!("its branch {b} exists already")),
-            e => Prepare::Failed(FailureClass::Internal, e.to_string()),
+            RunError::BranchExists(b) => {
+                Unprepared::NotMade(format!("its branch {b} exists already"))
+            }
+            e => Unprepared::Failed(FailureClass::Internal, e.to_string()),
         })?;
     // Recorded and branched: a panic from here on is the driver's to record.
     failpoint("attempt.created").await;
-    let c = ctx.clone();
-    let p = paths.clone();
-    let task = job.task.clone();
     let permit = ctx
         .heavy
         .acquire()
         .await
         .expect("the semaphore is never closed");
-    let start = job.start.unwrap_or(job.base);
-    let made = blocking(&ctx, move |store| {
-        if let Err(e) = workspace::make_worktree(store, &p, start) {
-            let why = e.to_string();
-            workspace::abandon_unmade(store, &c.run, &task.id, n, &p, &why)?;
-            return Ok(Err(why));
-        }
-        Ok(Ok(()))
-    })
-    .await
-    .map_err(|e| Prepare::NotMade(e.to_string()))?;
+    let w = ws.clone();
+    let made = blocking(&ctx, move |store| Ok(w.check_out(store)?))
+        .await
+        .map_err(|e| Unprepared::NotMade(e.to_string()))?;
     drop(permit);
-    made.map_err(Prepare::NotMade)?;
+    if let CheckedOut::Abandoned(why) = made {
+        return Err(Unprepared::NotMade(why.to_string()));
+    }
     failpoint("attempt.worktree-added").await;
-    let p = paths.clone();
-    let owned = job.task.owned_globs.clone();
-    let exe = job.exe.clone();
-    let hooks_dir = ctx.hooks_dir.clone();
-    // A retry is shown what the attempt before it changed.
-    let retry = match job.retry.clone() {
-        Some(mut r) => {
-            if let Some(prev) = r.previous.as_mut() {
-                let (base, commit) = (prev.base.clone(), prev.commit.clone());
-                prev.diff = blocking(&ctx, move |store| {
-                    let old = store.commit_info(store.parse_oid(&base)?)?.tree;
-                    let new = store.commit_info(store.parse_oid(&commit)?)?.tree;
-                    Ok(gate::evaluate::diff_between(
-                        store,
-                        old,
-                        new,
-                        crate::gate::context::PREVIOUS_DIFF_BYTES,
-                    )?)
-                })
-                .await
-                .unwrap_or_default();
-            }
-            Some(r)
-        }
-        None => None,
-    };
+    let retry = retry_context(job).await;
     let prompt = super::prompt::render(
         ctx.plan(),
         &job.task,
@@ -425,33 +412,48 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
         &job.gates,
         retry.as_ref(),
     );
+    let (w, owned, exe, hooks_dir) = (
+        ws.clone(),
+        job.task.owned_globs.clone(),
+        job.exe.clone(),
+        ctx.hooks_dir.clone(),
+    );
     blocking(&ctx, move |_store| {
-        workspace::install_hooks(&hooks_dir, &p, &owned, &exe)?;
-        let io = |e| StoreError::io(format!("writing {}", p.prompt.display()), e);
-        if let Some(parent) = p.prompt.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::create_dir_all(&p.log_dir).map_err(io)?;
-        std::fs::write(&p.prompt, crate::gate::masking::mask_text(&prompt)).map_err(io)?;
-        if let Some(r) = retry {
-            let json = serde_json::to_vec_pretty(&r).expect("contexts serialise");
-            std::fs::write(&p.retry_context, json).map_err(io)?;
-        }
+        w.install_hooks(&hooks_dir, &owned, &exe)?;
+        w.write_prompt(&prompt, retry.as_ref())?;
         Ok(())
     })
     .await
-    .map_err(|e| Prepare::Failed(FailureClass::Internal, e.to_string()))?;
+    .map_err(|e| Unprepared::Failed(FailureClass::Internal, e.to_string()))?;
     Ok(port)
 }
 
-/// The environment every process of the attempt gets.
-fn attempt_env(
-    job: &Job,
-    paths: &AttemptPaths,
-    spec: &AgentSpec,
-    port: u16,
-) -> Vec<(String, String)> {
-    workspace::AttemptEnv {
+/// What a retry is told of the attempt before it, with what that attempt
+/// changed.
+async fn retry_context(job: &Attempt) -> Option<RetryContext> {
+    let mut r = job.retry.clone()?;
+    if let Some(prev) = r.previous.as_mut() {
+        let (base, commit) = (prev.base.clone(), prev.commit.clone());
+        prev.diff = blocking(&job.ctx, move |store| {
+            let old = store.commit_info(store.parse_oid(&base)?)?.tree;
+            let new = store.commit_info(store.parse_oid(&commit)?)?.tree;
+            Ok(gate::evaluate::diff_between(
+                store,
+                old,
+                new,
+                crate::gate::context::PREVIOUS_DIFF_BYTES,
+            )?)
+        })
+        .await
+        .unwrap_or_default();
+    }
+    Some(r)
+}
+
+/// The environment every process of the attempt gets (see
+/// [`AttemptEnv`]).
+fn attempt_env(job: &Attempt, ws: &Workspace, spec: &AgentSpec, port: u16) -> GateEnv {
+    AttemptEnv {
         run: &job.ctx.run,
         plan: &job.ctx.plan().id,
         task: &job.task,
@@ -460,23 +462,24 @@ fn attempt_env(
         port,
         agent: &spec.name,
         agent_env: &spec.env,
-        paths,
+        paths: &ws.paths,
         retry: job.retry.is_some(),
     }
-    .vars()
+    .gate_env()
 }
 
 /// Variables that would point the child's git at the wrong repository.
 const GIT_REDIRECTS: [&str; 4] = ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX"];
 
 async fn run_setup(
-    job: &Job,
-    paths: &AttemptPaths,
+    job: &Attempt,
+    ws: &Workspace,
     env: &[(String, String)],
     setup: &str,
     cancel: &CancellationToken,
 ) -> Result<(), Failure> {
     step(job, "setup");
+    let paths = &ws.paths;
     let start = Instant::now();
     let spec = GroupSpec {
         program: "sh".into(),
@@ -560,16 +563,17 @@ async fn run_setup(
 }
 
 async fn run_agent(
-    job: &Job,
+    job: &Attempt,
     spec: &AgentSpec,
-    paths: &AttemptPaths,
+    ws: &Workspace,
     env: &[(String, String)],
     cancel: &CancellationToken,
-) -> Result<AgentOutcome, String> {
+) -> Result<AgentOutcome, AgentRunError> {
     step(job, format!("agent {}", spec.name));
+    let paths = &ws.paths;
     let ctx = job.ctx.clone();
-    let prompt = std::fs::read_to_string(&paths.prompt).map_err(|e| e.to_string())?;
-    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox).map_err(|e| e.to_string())?;
+    let prompt = std::fs::read_to_string(&paths.prompt).map_err(AgentRunError::Prompt)?;
+    let sandbox = crate::sandbox::resolve(&ctx.settings.sandbox)?;
     // The agent may run what the gates will run, to check its own work.
     let allowed_commands: Vec<String> = std::iter::once(job.task.verification.clone())
         .chain(
@@ -595,7 +599,8 @@ async fn run_agent(
         allowed_commands,
         filter: gate::masking::line_filter(),
         writable: Vec::new(),
-    })?;
+    })
+    .map_err(AgentRunError::Launch)?;
     let start = Instant::now();
     let timeout = Duration::from_secs(spec.timeout_secs.unwrap_or(ctx.run_settings.timeout_secs));
     let mut child = match GroupChild::spawn(&launch.group) {
@@ -643,8 +648,7 @@ async fn run_agent(
                 }],
             )
         })
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     }
     failpoint("attempt.agent-started").await;
     let ended = child
@@ -690,7 +694,7 @@ async fn run_agent(
 /// The `agent_finished` event of the attempt's agent (recorded by the
 /// caller: with the result commit, or alone when the attempt ends here).
 fn agent_finished(
-    job: &Job,
+    job: &Attempt,
     ended: &crate::process::Ended,
     duration_ms: u64,
     usage: AgentUsage,
@@ -714,34 +718,26 @@ fn agent_finished(
 }
 
 /// Records the agent's end alone: the attempt ends before a result.
-async fn record_agent(job: &Job, record: Option<Event>) {
+async fn record_agent(job: &Attempt, record: Option<Event>) {
     let Some(event) = record else { return };
     let _ = blocking(&job.ctx, move |store| append(store, vec![event])).await;
 }
 
-/// What the commit phase made of the agent's work.
-struct Committed {
-    commit: crate::store::Oid,
-    tree: crate::store::Oid,
-    /// The commits from the base to the result, for per-commit gates.
-    steps: Vec<crate::store::CommitStep>,
-}
-
 /// Judges the attempt: commit its work, run its gates, decide, record.
 async fn judge(
-    job: &Job,
+    job: &Attempt,
     spec: &AgentSpec,
-    paths: &AttemptPaths,
-    env: &[(String, String)],
+    ws: &Workspace,
+    env: &GateEnv,
     agent_run: &AgentOutcome,
     cancel: &CancellationToken,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
-    let committed = match commit(job, spec, paths, agent_run.record.clone()).await? {
+    let committed = match commit(job, spec, ws, agent_run.record.clone()).await? {
         Ok(c) => c,
         Err(refused) => return Ok((Outcome::Failed, Some(refused))),
     };
     failpoint("attempt.result-recorded").await;
-    let stack = run_gates(job, spec, paths, env, &committed, cancel).await?;
+    let stack = run_gates(job, spec, ws, env, &committed, cancel).await?;
     if cancel.is_cancelled() {
         return record_interrupted(job, stack).await;
     }
@@ -757,106 +753,26 @@ async fn judge(
 }
 
 /// The commit phase: whatever the agent left uncommitted becomes the
-/// result commit, recorded with how many paths it changes.
-/// `agent`: the agent's `agent_finished` event, recorded with the result
-/// (or alone, when no result could be made).
+/// result commit, recorded with how many paths it changes (see
+/// [`Workspace::import_result`]). `agent`: the agent's `agent_finished`
+/// event, recorded with the result (or alone, when no result could be
+/// made).
 async fn commit(
-    job: &Job,
+    job: &Attempt,
     spec: &AgentSpec,
-    paths: &AttemptPaths,
+    ws: &Workspace,
     agent: Option<Event>,
-) -> Result<Result<Committed, Failure>, RunError> {
+) -> Result<Result<ImportedResult, Failure>, RunError> {
     let ctx = job.ctx.clone();
-    let (task, n) = (job.task.id.clone(), job.n);
-    let p = paths.clone();
-    let agent_name = spec.name.clone();
-    let c = ctx.clone();
-    let base = job.base;
-    let start = job.start.unwrap_or(base);
-    let limits = ctx.settings.import_limits();
     step(job, "committing the result");
     let permit = ctx
         .heavy
         .acquire()
         .await
         .expect("the semaphore is never closed");
+    let (w, agent_name) = (ws.clone(), spec.name.clone());
     let committed = blocking(&ctx, move |store| {
-        let made =
-            workspace::import_result(store, &p, start, &c.run, &task, n, &agent_name, limits);
-        let (commit_id, tree_id) = match made {
-            Ok(Ok(made)) => made,
-            Ok(Err(refused)) => {
-                let failure = match refused {
-                    // Too much left in the worktree itself: a gate's kind
-                    // of failure, about the work.
-                    crate::store::quarantine::Refusal::FileTooLarge { .. }
-                    | crate::store::quarantine::Refusal::TooMuch(_) => Failure {
-                        class: FailureClass::Gate,
-                        reason: format!("the result was not taken: {refused}"),
-                    },
-                    _ => Failure {
-                        class: FailureClass::Quarantine,
-                        reason: format!(
-                            "what the agent left in its worktree's git folder was refused: {refused}"
-                        ),
-                    },
-                };
-                let end = Event::AttemptFinished {
-                    run_id: c.run.clone(),
-                    task,
-                    attempt: n,
-                    outcome: Outcome::Failed,
-                    failure: Some(failure.clone()),
-                };
-                append(store, agent.into_iter().chain([end]).collect())?;
-                return Ok(Err(failure));
-            }
-            Err(e) => {
-                if let Some(agent) = agent {
-                    append(store, vec![agent])?;
-                }
-                return Err(e.into());
-            }
-        };
-        let (commit, tree) = (commit_id.to_string(), tree_id.to_string());
-        let net = store.diff_trees(store.commit_info(base)?.tree, tree_id)?;
-        let steps = store.commit_steps(base, commit_id)?;
-        let control_paths = workspace::control_paths(store, &net, &steps)?;
-        let result = Event::AttemptResult {
-            run_id: c.run.clone(),
-            task: task.clone(),
-            attempt: n,
-            commit,
-            tree,
-            changed: net.len(),
-            control_paths,
-        };
-        let events: Vec<Event> = agent.into_iter().chain([result]).collect();
-        // The attempt's branch follows its result; one a person moved
-        // meanwhile stays where they put it.
-        store.transact(|store| {
-            let refs = match store.ref_target(&p.branch_ref)? {
-                Some(at) if at == start && at != commit_id => vec![RefUpdate::set(
-                    &p.branch_ref,
-                    commit_id,
-                    Expected::At(start),
-                    &format!("orch: result of {task} attempt {n}"),
-                )],
-                _ => Vec::new(),
-            };
-            Ok::<_, RunError>((
-                crate::store::log::Operation {
-                    events: events.clone(),
-                    refs,
-                },
-                (),
-            ))
-        })?;
-        Ok(Ok(Committed {
-            commit: commit_id,
-            tree: tree_id,
-            steps,
-        }))
+        w.import_result(store, &agent_name, agent)
     })
     .await?;
     drop(permit);
@@ -864,70 +780,61 @@ async fn commit(
 }
 
 /// The gate phase: the attempt's gate stack on its result, reusing
-/// verdicts already recorded for the same tree and command.
+/// verdicts already recorded for the same tree, command and inputs.
 async fn run_gates(
-    job: &Job,
+    job: &Attempt,
     spec: &AgentSpec,
-    paths: &AttemptPaths,
-    env: &[(String, String)],
-    committed: &Committed,
+    ws: &Workspace,
+    env: &GateEnv,
+    committed: &ImportedResult,
     cancel: &CancellationToken,
 ) -> Result<gate::evaluate::StackOutcome, RunError> {
     let ctx = job.ctx.clone();
-    let tree_hex = committed.tree.to_string();
-    let cache = {
-        let (tree_hex, state) = (tree_hex.clone(), ctx.state.clone());
-        blocking(&ctx, move |store| {
-            state.read(store, |index| Ok(index.verdicts_for(&tree_hex)?))
-        })
-        .await?
-    };
-    let lookup = move |gate: &str, command: &str| {
-        cache
-            .get(&crate::state::VerdictKey {
-                tree: tree_hex.clone(),
-                gate: gate.to_owned(),
-                command: command.to_owned(),
+    let on_gate = ctx.on_step.clone().map(|observe| {
+        let (task, attempt) = (job.task.id.to_string(), job.n);
+        let tell: gate::evaluate::GateStarted = std::sync::Arc::new(move |gate: &str| {
+            (observe.0)(super::progress::Progress::Step {
+                task: task.clone(),
+                attempt,
+                step: format!("gate {gate}"),
             })
-            .cloned()
-    };
-    let base_tree = {
-        let b = job.base;
-        blocking(&ctx, move |store| Ok(store.commit_info(b)?.tree)).await?
-    };
-    let subject = Subject {
-        steps: committed.steps.clone(),
-        every_commit: ctx.settings.lands_attempt_commits(),
-        common_dir: ctx.common_dir.clone(),
-        task: job.task.clone(),
-        attempt: job.n,
-        base_tree,
-        result_tree: committed.tree,
-        result: committed.commit,
-        scratch: workspace::gate_scratch(&ctx.common_dir, &ctx.run, &job.task.id, job.n),
-        env: env.to_vec(),
-        log_dir: paths.log_dir.clone(),
-        writer_agent: spec.name.clone(),
-        settings: ctx.settings.clone(),
-        on_gate: ctx.on_step.clone().map(|observe| {
-            let (task, attempt) = (job.task.id.to_string(), job.n);
-            let tell: gate::evaluate::GateStarted = std::sync::Arc::new(move |gate: &str| {
-                (observe.0)(super::progress::Progress::Step {
-                    task: task.clone(),
-                    attempt,
-                    step: format!("gate {gate}"),
-                })
-            });
-            tell
-        }),
-    };
-    Ok(gate::evaluate(&subject, &job.gates, &lookup, cancel).await?)
+        });
+        tell
+    });
+    let (c, task, n, base) = (ctx.clone(), job.task.clone(), job.n, job.base);
+    let (w, agent, env, result) = (
+        ws.clone(),
+        spec.name.clone(),
+        env.clone(),
+        committed.clone(),
+    );
+    let (subject, cache) = blocking(&ctx, move |store| {
+        let tree_hex = result.tree.to_string();
+        let cache = c.state.read(store, |index| index.verdicts_for(&tree_hex))?;
+        let subject = AttemptGates {
+            common_dir: &c.common_dir,
+            run: &c.run,
+            task: &task,
+            n,
+            base,
+            result: result.commit,
+            result_tree: result.tree,
+            agent: &agent,
+            paths: &w.paths,
+            env,
+            settings: &c.settings,
+        }
+        .subject(store, Some(result.steps), on_gate)?;
+        Ok((subject, cache))
+    })
+    .await?;
+    Ok(gate::evaluate(&subject, &job.gates, &cache, cancel).await?)
 }
 
 /// Gates stopped half way judge nothing: the attempt did not pass. Its
 /// verdicts so far are kept; it is judged again when the run resumes.
 async fn record_interrupted(
-    job: &Job,
+    job: &Attempt,
     stack: gate::evaluate::StackOutcome,
 ) -> Result<(Outcome, Option<Failure>), RunError> {
     let ctx = job.ctx.clone();
@@ -949,13 +856,13 @@ async fn record_interrupted(
                 verdict,
             })
             .collect();
-        events.push(Event::AttemptFinished {
-            run_id: c.run.clone(),
-            task,
-            attempt: n,
-            outcome: Outcome::Abandoned,
-            failure: Some(f2),
-        });
+        events.push(Event::attempt_finished(
+            &c.run,
+            &task,
+            n,
+            Outcome::Abandoned,
+            Some(f2),
+        ));
         append(store, events)
     })
     .await?;
@@ -1010,12 +917,12 @@ fn decide(
     }
 }
 
-/// The record phase: the verdicts and the end, in one append; the result
-/// kept (unless it may hold a secret) and its note written.
+/// The record phase, one operation: the verdicts and the end appended,
+/// the result kept (unless it may hold a secret) and its note written.
 async fn record_end_of(
-    job: &Job,
+    job: &Attempt,
     spec: &AgentSpec,
-    committed: &Committed,
+    committed: &ImportedResult,
     stack: &gate::evaluate::StackOutcome,
     outcome: Outcome,
     failure: Option<Failure>,
@@ -1026,7 +933,6 @@ async fn record_end_of(
         .iter()
         .find(|v| v.gate == "secrets")
         .is_none_or(|v| matches!(v.status, GateStatus::Pass | GateStatus::Skipped));
-    let c = ctx.clone();
     let (task, n) = (job.task.id.clone(), job.n);
     let verdicts = stack.verdicts.clone();
     let agent = spec.name.clone();
@@ -1035,62 +941,59 @@ async fn record_end_of(
     // its result: a landed commit, or the previous attempt's result,
     // whose records are not this attempt's to write over.
     let made_here = commit != job.base && Some(commit) != job.start;
-    blocking(&ctx, move |store| {
-        let mut events: Vec<Event> = verdicts
-            .iter()
-            .map(|v| Event::GateVerdict {
-                run_id: c.run.clone(),
-                task: task.clone(),
-                attempt: n,
-                verdict: v.clone(),
-            })
-            .collect();
-        // A result that may hold a secret never becomes reachable from
-        // refs/orch/*, which is what sharing pushes.
-        if secrets_clean {
-            store.keep(&[commit], &format!("{}/{task}/attempt-{n}", c.run))?;
-        }
-        if made_here {
-            let note = super::control::note_text(
-                &c,
-                &task,
-                n,
-                &agent,
-                &verdicts,
-                outcome,
-                failure.as_ref(),
-            );
-            // Notes are derived; failing to write one does not fail the
-            // attempt.
-            let _ = super::notes::add_record(store, commit, &note);
-        }
-        events.push(Event::AttemptFinished {
-            run_id: c.run.clone(),
-            task,
+    let note = made_here.then(|| {
+        super::control::note_text(&ctx, &task, n, &agent, &verdicts, outcome, failure.as_ref())
+    });
+    let mut events: Vec<Event> = verdicts
+        .into_iter()
+        .map(|verdict| Event::GateVerdict {
+            run_id: ctx.run.clone(),
+            task: task.clone(),
             attempt: n,
-            outcome,
-            failure,
-        });
-        append(store, events)
+            verdict,
+        })
+        .collect();
+    events.push(Event::attempt_finished(
+        &ctx.run, &task, n, outcome, failure,
+    ));
+    let why = format!("{}/{task}/attempt-{n}", ctx.run);
+    blocking(&ctx, move |store| {
+        // One operation: a kill at any point leaves either all of it or
+        // none, never a kept result or a note whose end is not recorded.
+        store.transact(|store| {
+            let mut refs = Vec::new();
+            // A result that may hold a secret never becomes reachable
+            // from refs/orch/*, which is what sharing pushes.
+            if secrets_clean {
+                let tip = store.ref_target(crate::store::refs::KEEP_REF)?;
+                refs.push(store.keep_update(tip, &[commit], &why)?);
+            }
+            // Notes are derived: one that cannot be written does not
+            // fail the attempt.
+            if let Some(note) = &note
+                && let Ok(update) = super::notes::record_update(store, commit, note)
+            {
+                refs.push(update);
+            }
+            Ok::<_, RunError>((
+                crate::store::log::Operation {
+                    events: events.clone(),
+                    refs,
+                },
+                (),
+            ))
+        })?;
+        Ok(())
     })
     .await
 }
 
 /// Records an attempt's end on its own (for ends without a result).
-async fn record_end(job: &Job, outcome: Outcome, failure: Option<Failure>) -> Result<(), RunError> {
-    let ctx = job.ctx.clone();
-    let (task, n) = (job.task.id.clone(), job.n);
-    blocking(&ctx.clone(), move |store| {
-        append(
-            store,
-            vec![Event::AttemptFinished {
-                run_id: ctx.run.clone(),
-                task,
-                attempt: n,
-                outcome,
-                failure,
-            }],
-        )
-    })
-    .await
+async fn record_end(
+    job: &Attempt,
+    outcome: Outcome,
+    failure: Option<Failure>,
+) -> Result<(), RunError> {
+    let end = Event::attempt_finished(&job.ctx.run, &job.task.id, job.n, outcome, failure);
+    blocking(&job.ctx, move |store| append(store, vec![end])).await
 }

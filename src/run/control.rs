@@ -807,8 +807,9 @@ pub async fn gate_attempt(
         .map(|a| a.env)
         .unwrap_or_default();
     // The same environment the run gave the attempt's gates: a verdict
-    // recorded here is reused by the run as `cached`.
-    let env = super::workspace::AttemptEnv {
+    // recorded here is reused by the run as `cached`, and one the run
+    // recorded is reused here, when the inputs are the same.
+    let env = super::gating::AttemptEnv {
         run: &run.id,
         plan: &rev.plan.id,
         task: &sub,
@@ -820,37 +821,24 @@ pub async fn gate_attempt(
         paths: &paths,
         retry: paths.retry_context.is_file(),
     }
-    .vars();
-    let result_commit = store.parse_oid(&result.commit)?;
-    let subject = crate::gate::Subject {
-        steps: store.commit_steps(base, result_commit)?,
-        every_commit: settings.lands_attempt_commits(),
-        on_gate: None,
-        common_dir: store.common_dir().to_owned(),
-        task: sub.clone(),
-        attempt: n,
-        base_tree: store.commit_info(base)?.tree,
+    .gate_env();
+    let subject = super::gating::AttemptGates {
+        common_dir: store.common_dir(),
+        run: &run.id,
+        task: &sub,
+        n,
+        base,
+        result: store.parse_oid(&result.commit)?,
         result_tree: store.parse_oid(&result.tree)?,
-        result: result_commit,
-        scratch: super::workspace::gate_scratch(store.common_dir(), &run.id, task, n),
+        agent: &attempt.agent,
+        paths: &paths,
         env,
-        log_dir: paths.log_dir.clone(),
-        writer_agent: attempt.agent.clone(),
-        settings,
-    };
+        settings: &settings,
+    }
+    .subject(&store, None, None)?;
     let cancel = CancellationToken::new();
-    let tree_hex = result.tree.clone();
-    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&tree_hex)?;
-    let lookup = move |gate: &str, command: &str| {
-        cache
-            .get(&crate::state::VerdictKey {
-                tree: tree_hex.clone(),
-                gate: gate.to_owned(),
-                command: command.to_owned(),
-            })
-            .cloned()
-    };
-    let outcome = crate::gate::evaluate(&subject, &gates, &lookup, &cancel).await?;
+    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree)?;
+    let outcome = crate::gate::evaluate(&subject, &gates, &cache, &cancel).await?;
     store.append(
         outcome
             .verdicts

@@ -29,7 +29,7 @@ use crate::ids::TaskId;
 use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
-use super::attempt::{self, End, Job};
+use super::attempt::{self, Attempt, AttemptEnd};
 use super::progress::{LandReport, Lander, Progress};
 use super::schedule::{self, Breaker};
 use super::{RunContext, RunError, summarize};
@@ -99,14 +99,14 @@ pub async fn drive(
 const INTERNAL_IN_A_ROW: u32 = 3;
 
 /// An attempt running under this driver.
-struct Live {
+struct RunningAttempt {
     n: u32,
     cancel: CancellationToken,
 }
 
 /// A task's attempts running under this driver: one, or the candidates
 /// of a best-of-N round.
-type LiveTask = Vec<Live>;
+type LiveTask = Vec<RunningAttempt>;
 
 /// The state of one drive.
 struct Driver<'p> {
@@ -125,7 +125,7 @@ struct Driver<'p> {
     /// what passed (an attempt may pass after the stop, while it ends).
     cancel_landings: CancellationToken,
     live: BTreeMap<TaskId, LiveTask>,
-    running: JoinSet<End>,
+    running: JoinSet<AttemptEnd>,
     /// Which attempt each tokio task runs, to name a panic.
     tasks: HashMap<tokio::task::Id, (TaskId, u32)>,
     landings: JoinSet<Result<LandReport, String>>,
@@ -382,14 +382,14 @@ impl<'p> Driver<'p> {
         // configuration's to fix, and the run stops for it.
         for chain in &chains {
             if let Err(why) = attempt::choose_agent(&self.ctx, chain) {
-                return self.config_stop(why);
+                return self.config_stop(why.to_string());
             }
         }
         let first = run.tasks.get(task).map_or(1, |t| t.next_attempt());
         let of = chains.len() as u32;
         for (i, chain) in chains.into_iter().enumerate() {
             let n = first + i as u32;
-            let mut job = Job::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
+            let mut job = Attempt::next(&self.store, &self.ctx, run, task, n, self.exe.clone())?;
             if of > 1 {
                 job.agents = chain;
                 job.candidate = Some(Candidate { round: first, of });
@@ -407,7 +407,7 @@ impl<'p> Driver<'p> {
             self.live
                 .entry(task.clone())
                 .or_default()
-                .push(Live { n, cancel });
+                .push(RunningAttempt { n, cancel });
         }
         Ok(())
     }
@@ -632,7 +632,7 @@ impl<'p> Driver<'p> {
     /// on instead of waiting forever.
     fn attempt_ended(
         &mut self,
-        done: Result<(tokio::task::Id, End), tokio::task::JoinError>,
+        done: Result<(tokio::task::Id, AttemptEnd), tokio::task::JoinError>,
     ) -> Result<(), RunError> {
         // Said after the attempt's end, which it explains.
         let mut config = None;
@@ -670,13 +670,13 @@ impl<'p> Driver<'p> {
                     .and_then(|t| t.attempts.iter().find(|a| a.n == n))
                     .is_some_and(|a| a.is_open());
                 if open {
-                    self.store.append(vec![Event::AttemptFinished {
-                        run_id: self.ctx.run.clone(),
-                        task: task.clone(),
-                        attempt: n,
-                        outcome: Outcome::Failed,
-                        failure: Some(failure.clone()),
-                    }])?;
+                    self.store.append(vec![Event::attempt_finished(
+                        &self.ctx.run,
+                        &task,
+                        n,
+                        Outcome::Failed,
+                        Some(failure.clone()),
+                    )])?;
                 }
                 self.internal_failure(&failure.reason)?;
                 (task, n, Outcome::Failed, Some(failure.reason))
@@ -938,24 +938,28 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         // commits imported as data where they can be, the worktree handed
         // over (best effort: cleanup never reads that folder either).
         let paths = super::workspace::attempt_paths(store.common_dir(), &run.id, task, a);
-        if let Some(start) = store.ref_target(&paths.branch_ref)? {
-            let _ = super::workspace::settle(
-                store,
-                &paths,
-                start,
-                crate::store::quarantine::ImportLimits::default(),
+        if let Some(tip) = store.ref_target(&paths.branch_ref)? {
+            let base = store.parse_oid(&a.base).unwrap_or(tip);
+            let workspace = super::workspace::Workspace::recorded(
+                store.common_dir(),
+                &run.id,
+                task,
+                a,
+                base,
+                tip,
             );
+            let _ = workspace.settle(store);
         }
-        events.push(Event::AttemptFinished {
-            run_id: run.id.clone(),
-            task: task.clone(),
-            attempt: a.n,
-            outcome: Outcome::Abandoned,
-            failure: Some(Failure {
+        events.push(Event::attempt_finished(
+            &run.id,
+            task,
+            a.n,
+            Outcome::Abandoned,
+            Some(Failure {
                 class: FailureClass::Interrupted,
                 reason: "its driver stopped before it ended (the worktree is kept)".into(),
             }),
-        });
+        ));
     }
     let n = events.len();
     if n > 0 {

@@ -6,12 +6,14 @@
 //! and starts a run or finds the unfinished one to resume. `driver` is the
 //! scheduler that holds the run's driver lock and dispatches; `attempt`
 //! carries one attempt from branch to verdict; `workspace` makes and
-//! commits worktrees; `control` records retry/skip/cancel and cleans up.
+//! commits worktrees; `gating` gives an attempt's gates their subject and
+//! environment; `control` records retry/skip/cancel and cleans up.
 
 pub mod attempt;
 pub mod control;
 pub mod driver;
 pub mod follow;
+pub mod gating;
 pub mod notes;
 pub mod progress;
 pub mod prompt;

@@ -81,6 +81,18 @@ pub fn add_record(store: &Store, commit: Oid, record: &str) -> Result<(), StoreE
     })
 }
 
+/// The ref update that adds `record` to the note of `commit` (as
+/// [`add_record`] does), for an operation that bundles it with others.
+pub fn record_update(
+    store: &Store,
+    commit: Oid,
+    record: &str,
+) -> Result<crate::store::refs::RefUpdate, StoreError> {
+    store.note_update(commit, |existing| {
+        merged(existing.unwrap_or_default(), record)
+    })
+}
+
 /// Whether the note of `commit` holds a record named `name`.
 pub fn has_record(store: &Store, commit: Oid, name: &str) -> Result<bool, StoreError> {
     Ok(store

@@ -1073,12 +1073,16 @@ impl BranchLanding {
 }
 
 /// What a verdict of a command gate is cached under: the same command on
-/// the same tree gives the same answer.
+/// the same tree, given the same inputs (`gate::inputs`), gives the same
+/// answer.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VerdictKey {
     pub tree: String,
     pub gate: String,
     pub command: String,
+    /// The fingerprint of the gate's inputs; empty for a verdict recorded
+    /// without one, which no gate asks for.
+    pub inputs: String,
 }
 
 /// Verdicts already known, by [`VerdictKey`].
@@ -1086,7 +1090,7 @@ pub type VerdictCache = std::collections::HashMap<VerdictKey, Verdict>;
 
 /// The verdict cache of `runs`: every decided verdict of a command gate on
 /// an attempt's result tree, and of the integration gate on a candidate's
-/// tree; later verdicts win.
+/// tree, under the inputs it was judged with; later verdicts win.
 pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> VerdictCache {
     use crate::event::GateStatus;
     let decided = |v: &Verdict| {
@@ -1106,6 +1110,7 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
                             tree: result.tree.clone(),
                             gate: v.gate.clone(),
                             command: command.clone(),
+                            inputs: v.inputs.clone().unwrap_or_default(),
                         },
                         v.clone(),
                     );
@@ -1119,6 +1124,7 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
                         tree: i.tree.clone(),
                         gate: i.verdict.gate.clone(),
                         command: command.clone(),
+                        inputs: i.verdict.inputs.clone().unwrap_or_default(),
                     },
                     i.verdict.clone(),
                 );

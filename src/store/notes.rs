@@ -71,33 +71,8 @@ impl Store {
     pub fn update_note(&self, target: Oid, edit: impl Fn(Option<&str>) -> String) -> Result<()> {
         let mut guard = self.lock("notes.lock", "writing a note")?;
         guard.intend([NOTES_REF]);
-        let objects = NoteObjects(self);
-        let context = || format!("writing the note of {target} in {NOTES_REF}");
         for attempt in 0..super::lock::MAX_TRIES {
-            let tip = self.ref_target(NOTES_REF)?;
-            // Read after the tip: a note newer than it fails the
-            // compare-and-swap below, and the loop reads both again.
-            let existing = self.note(target)?;
-            let mut data = edit(existing.as_deref()).trim_end_matches('\n').to_owned();
-            data.push('\n');
-            let root = match tip {
-                Some(commit) => self.commit_info(commit)?.tree,
-                None => self.write_empty_tree()?,
-            };
-            let mut notes = gix::note::plumbing::State::new(root, &objects)
-                .map_err(|e| StoreError::git(context(), e))?;
-            let blob = self.write_blob(data.as_bytes())?;
-            let edit = notes
-                .replace(target, blob, &objects)
-                .map_err(|e| StoreError::git(context(), e))?;
-            let parents: Vec<Oid> = tip.into_iter().collect();
-            let commit = self.write_commit("git-orch: note", edit.tree, &parents)?;
-            let update = RefUpdate::set(
-                NOTES_REF,
-                commit,
-                Expected::from_read(tip),
-                "notes: git-orch: note",
-            );
+            let update = self.note_update(target, &edit)?;
             if self.apply(&[update])? == Applied::Done {
                 return Ok(());
             }
@@ -107,6 +82,44 @@ impl Store {
             reference: NOTES_REF.into(),
             attempts: super::lock::MAX_TRIES,
         })
+    }
+
+    /// The ref update that sets the orch note of `target` to what `edit`
+    /// makes of the note it holds now, by compare-and-swap from the notes
+    /// tip read here: for callers that bundle it into a larger atomic
+    /// operation (an attempt's end), which reads it again when it is
+    /// redone.
+    pub fn note_update(
+        &self,
+        target: Oid,
+        edit: impl Fn(Option<&str>) -> String,
+    ) -> Result<RefUpdate> {
+        let objects = NoteObjects(self);
+        let context = || format!("writing the note of {target} in {NOTES_REF}");
+        let tip = self.ref_target(NOTES_REF)?;
+        // Read after the tip: a note newer than it fails the
+        // compare-and-swap, and the caller reads both again.
+        let existing = self.note(target)?;
+        let mut data = edit(existing.as_deref()).trim_end_matches('\n').to_owned();
+        data.push('\n');
+        let root = match tip {
+            Some(commit) => self.commit_info(commit)?.tree,
+            None => self.write_empty_tree()?,
+        };
+        let mut notes = gix::note::plumbing::State::new(root, &objects)
+            .map_err(|e| StoreError::git(context(), e))?;
+        let blob = self.write_blob(data.as_bytes())?;
+        let edit = notes
+            .replace(target, blob, &objects)
+            .map_err(|e| StoreError::git(context(), e))?;
+        let parents: Vec<Oid> = tip.into_iter().collect();
+        let commit = self.write_commit("git-orch: note", edit.tree, &parents)?;
+        Ok(RefUpdate::set(
+            NOTES_REF,
+            commit,
+            Expected::from_read(tip),
+            "notes: git-orch: note",
+        ))
     }
 
     /// The orch note of `target`, if any. A note tree or blob this process

@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 use crate::clock::now_ms;
 use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
-use crate::run::attempt::{self, End, Job};
+use crate::run::attempt::{self, Attempt, AttemptEnd};
 use crate::run::progress::{LandReport, Progress};
 use crate::run::schedule::ready_tasks;
 use crate::run::{RunContext, RunError};
@@ -126,7 +126,7 @@ pub enum WorkerError {
 }
 
 /// An attempt running here under a claim.
-struct Live {
+struct ClaimedAttempt {
     claim: Oid,
     cancel: CancellationToken,
     renewed: Instant,
@@ -143,8 +143,8 @@ pub struct Worker {
     state: SharedIndex,
     opts: WorkerOptions,
     contexts: HashMap<RunId, Arc<RunContext>>,
-    live: BTreeMap<(RunId, TaskId), Live>,
-    running: JoinSet<(RunId, End)>,
+    live: BTreeMap<(RunId, TaskId), ClaimedAttempt>,
+    running: JoinSet<(RunId, AttemptEnd)>,
     landing: JoinSet<Landing>,
     /// The queue claim of the landing in flight, and when it was last
     /// renewed.
@@ -527,7 +527,7 @@ impl Worker {
         if let Some(sub) = ctx.plan().subtask(task.as_str()) {
             let chain = crate::run::schedule::agent_chain(&ctx.run_settings, run, sub);
             if let Err(why) = attempt::choose_agent(ctx, &chain) {
-                self.skip_for_config(&run.id, why, report);
+                self.skip_for_config(&run.id, why.to_string(), report);
                 return Ok(false);
             }
         }
@@ -587,12 +587,12 @@ impl Worker {
             took_over_from: took_over_from.clone(),
         }];
         if let Some(old) = abandon {
-            events.push(Event::AttemptFinished {
-                run_id: run.id.clone(),
-                task: task.clone(),
-                attempt: old,
-                outcome: Outcome::Abandoned,
-                failure: Some(Failure {
+            events.push(Event::attempt_finished(
+                &run.id,
+                task,
+                old,
+                Outcome::Abandoned,
+                Some(Failure {
                     class: FailureClass::Interrupted,
                     reason: format!(
                         "its worker ({}) stopped renewing its claim; taken over by {}",
@@ -600,7 +600,7 @@ impl Worker {
                         claim.host
                     ),
                 }),
-            });
+            ));
         }
         self.store.append(events)?;
         report(Report::Claimed {
@@ -612,7 +612,7 @@ impl Worker {
         // Re-read: the abandonment above changes the retry context.
         let fresh = self.unfinished_runs()?;
         let run = fresh.get(&run.id).unwrap_or(run);
-        let job = Job::next(&self.store, ctx, run, task, n, self.exe.clone())?;
+        let job = Attempt::next(&self.store, ctx, run, task, n, self.exe.clone())?;
         report(Report::Run {
             run: run.id.to_string(),
             progress: Progress::Dispatched {
@@ -628,7 +628,7 @@ impl Worker {
             .spawn(async move { (run_id, attempt::run(job, stop).await) });
         self.live.insert(
             (run.id.clone(), task.clone()),
-            Live {
+            ClaimedAttempt {
                 claim: commit,
                 cancel,
                 renewed: Instant::now(),
@@ -642,7 +642,7 @@ impl Worker {
     fn ended(
         &mut self,
         run: RunId,
-        end: End,
+        end: AttemptEnd,
         report: &(dyn Fn(Report) + Sync),
     ) -> Result<(), WorkerError> {
         self.live.remove(&(run.clone(), end.task.clone()));

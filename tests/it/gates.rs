@@ -356,6 +356,107 @@ fn the_same_tree_gated_twice_reuses_the_verdict() {
     );
 }
 
+/// What each run of the `probe` gate saw of git-orch's variables, one
+/// block per run.
+fn probe_runs(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .split("--\n")
+        .filter(|b| !b.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn count_lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+#[test]
+fn git_orch_gate_gives_a_gate_the_runs_environment_and_reuses_a_verdict_only_on_the_same_inputs() {
+    let mut sb = Sandbox::new();
+    let counter = sb.path().join("counter");
+    let log = sb.path().join("probe.log");
+    let verify = format!("echo ran >> '{}'; test -f src/a/done", counter.display());
+    // `probe` writes down the variables it was given and ends in an error,
+    // which is never cached: it runs every time the stack does.
+    let probe = format!(
+        "[gate \"probe\"]\n\trun = \"{{ env | grep -E '^(ORCH_|PORT=)' | sort; echo --; }} >> '{}'; exit 127\"\n\tmode = warn\n",
+        log.display()
+    );
+    let p = project(&mut sb, &[("a", &[], verify.as_str())], Some(&probe));
+    p.script("a", "write src/a/done yes\n");
+    let out = run(&sb, &p);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // The run judged the result once (its landing reused that verdict).
+    assert_eq!(count_lines(&counter), 1);
+    let seen = probe_runs(&log);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    for var in [
+        "ORCH_RUN=",
+        "ORCH_PLAN=proj",
+        "ORCH_TASK=a",
+        "ORCH_ATTEMPT=1",
+        "ORCH_OWNED_GLOBS=",
+        "ORCH_BASE=",
+        "ORCH_PORT=",
+        "ORCH_AGENT=fake",
+        "ORCH_PROMPT_FILE=",
+        "PORT=",
+    ] {
+        assert!(
+            seen[0].lines().any(|l| l.starts_with(var)),
+            "{var} missing: {}",
+            seen[0]
+        );
+    }
+    // By hand, with the run's inputs: the same environment, the verdict
+    // reused.
+    let out = sb.orch_ok(&p.repo, &["gate", "a"]);
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("verification") && l.contains("cached")),
+        "{out}"
+    );
+    assert_eq!(count_lines(&counter), 1);
+    let seen = probe_runs(&log);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[1], seen[0],
+        "git orch gate gave the gate another environment"
+    );
+    // A port of the person's choosing is an input the gate sees: the
+    // verdict made without it is not reused, the command runs.
+    let by_hand = |port: Option<&str>| {
+        let mut cmd = sb.command("git", &p.repo);
+        cmd.args(["orch", "gate", "a"]);
+        if let Some(port) = port {
+            cmd.env("PORT", port);
+        }
+        let out = cmd.output().expect("git orch gate runs");
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let out = by_hand(Some("4711"));
+    assert_eq!(count_lines(&counter), 2, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("verification") && l.contains("pass") && !l.contains("cached")),
+        "{out}"
+    );
+    let seen = probe_runs(&log);
+    assert!(seen[2].lines().any(|l| l == "PORT=4711"), "{}", seen[2]);
+    // Each verdict is reused by a gate with its own inputs, and only by it.
+    by_hand(None);
+    assert_eq!(count_lines(&counter), 2);
+    let out = by_hand(Some("4711"));
+    assert_eq!(count_lines(&counter), 2, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("verification") && l.contains("cached")),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_reviewer_gate_blocks_on_a_fail_verdict_and_must_be_independent() {
     let mut sb = Sandbox::new();

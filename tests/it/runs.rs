@@ -266,6 +266,84 @@ fn a_driver_killed_in_every_crash_window_then_rerun_lands_every_task_exactly_onc
     }
 }
 
+/// An attempt's end is one operation: its result kept, its note and its
+/// `attempt_finished` record become visible together. The driver is held
+/// before every append it makes; at none of them may the keep ref or a
+/// note already show an end the log does not have yet.
+#[test]
+fn an_attempts_end_keeps_notes_and_records_it_in_one_operation() {
+    let mut sb = Sandbox::new();
+    let p = project(&mut sb, &[("a", &[], "test -f src/a/done")], None);
+    p.script("a", "write src/a/done yes\n");
+    let keep_tip = |sb: &Sandbox| {
+        let out = sb
+            .command("git", &p.repo)
+            .args(["rev-parse", "--verify", "--quiet", "refs/orch/keep"])
+            .output()
+            .expect("git runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let notes = |sb: &Sandbox| {
+        let out = sb
+            .command("git", &p.repo)
+            .args(["notes", "--ref=orch", "list"])
+            .output()
+            .expect("git runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let ended = |sb: &Sandbox| {
+        sb.git(&p.repo, &["log", "--format=%B", "--glob=refs/orch/log/*"])
+            .contains("attempt_finished")
+    };
+    let (keep_before, notes_before) = (keep_tip(&sb), notes(&sb));
+    let gate = sb.path().join("gate");
+    let mut driver = sb
+        .command("git-orch", &p.repo)
+        .args(["run", "proj", "--agent", "fake"])
+        .env("ORCH_FAILPOINTS", "append.objects-written=wait")
+        .env("ORCH_FAILPOINT_FILE", &gate)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut holds = 0;
+    let status = loop {
+        if let Some(status) = driver.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run never ended");
+        if std::fs::read_to_string(&gate)
+            .unwrap_or_default()
+            .is_empty()
+        {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        // Held just before an append's refs move.
+        holds += 1;
+        if !ended(&sb) {
+            assert_eq!(
+                keep_tip(&sb),
+                keep_before,
+                "the result was kept before the attempt's end was recorded"
+            );
+            assert_eq!(
+                notes(&sb),
+                notes_before,
+                "a note was written before the attempt's end was recorded"
+            );
+        }
+        std::fs::remove_file(&gate).expect("release the driver");
+    };
+    assert!(status.success(), "the run failed");
+    assert!(holds > 3, "only {holds} appends were held");
+    // And the end did happen: kept, noted, recorded.
+    assert!(ended(&sb));
+    assert_ne!(keep_tip(&sb), keep_before);
+    assert_ne!(notes(&sb), notes_before);
+}
+
 #[test]
 fn a_second_run_of_the_same_plan_follows_the_driver_and_exits_with_its_code() {
     let mut sb = Sandbox::new();
