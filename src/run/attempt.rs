@@ -958,8 +958,10 @@ async fn record_end_of(
     ));
     let why = format!("{}/{task}/attempt-{n}", ctx.run);
     blocking(&ctx, move |store| {
-        // One operation: a kill at any point leaves either all of it or
-        // none, never a kept result or a note whose end is not recorded.
+        // One operation: the log, keep and notes refs move in one ref
+        // transaction once every object is written, so a kill before it
+        // leaves none of them, never a kept result or a note whose end
+        // is not recorded (and the next driver abandons the attempt).
         store.transact(|store| {
             let mut refs = Vec::new();
             // A result that may hold a secret never becomes reachable
