@@ -1088,8 +1088,247 @@ impl Event {
         }
     }
 
-    /// A one-line human summary, used as the commit subject and in `log`.
+    /// A one-line human summary, used as the commit subject and in `log`:
+    /// `<run>/<task> attempt <n> …` for what befell an attempt, `run <run> …`
+    /// or `<run>/<task> …` for a run's own records, and the record's own
+    /// words for the rest.
     pub fn summary(&self) -> String {
+        if let Some(text) = self.attempt_summary() {
+            return text;
+        }
+        self.run_summary()
+            .unwrap_or_else(|| self.repository_summary())
+    }
+
+    /// The summary of a record about one attempt.
+    fn attempt_summary(&self) -> Option<String> {
+        let (run_id, task, attempt, what) = match self {
+            Event::AttemptCreated {
+                run_id,
+                task,
+                attempt,
+                agent,
+                ..
+            } => (run_id, task, attempt, format!("created for {agent}")),
+            Event::AttemptStarted {
+                run_id,
+                task,
+                attempt,
+                pid,
+                ..
+            } => (run_id, task, attempt, format!("agent started (pid {pid})")),
+            Event::SetupFinished {
+                run_id,
+                task,
+                attempt,
+                ok,
+                ..
+            } => (
+                run_id,
+                task,
+                attempt,
+                format!("setup {}", if *ok { "done" } else { "failed" }),
+            ),
+            Event::AgentFinished {
+                run_id,
+                task,
+                attempt,
+                exit,
+                timed_out,
+                unavailable,
+                ..
+            } => {
+                let how = match (unavailable, timed_out, exit) {
+                    (Some(u), _, _) => format!("unavailable ({u})"),
+                    (None, true, _) => "timed out".to_owned(),
+                    (None, false, Some(c)) => format!("exited {c}"),
+                    (None, false, None) => "was killed".to_owned(),
+                };
+                (run_id, task, attempt, format!("agent {how}"))
+            }
+            Event::AttemptResult {
+                run_id,
+                task,
+                attempt,
+                commit,
+                changed,
+                ..
+            } => (
+                run_id,
+                task,
+                attempt,
+                format!("result {} ({changed} paths)", short(commit)),
+            ),
+            Event::GateVerdict {
+                run_id,
+                task,
+                attempt,
+                verdict,
+            } => (
+                run_id,
+                task,
+                attempt,
+                format!("gate {} {}", verdict.gate, verdict.status.as_str()),
+            ),
+            Event::AttemptFinished {
+                run_id,
+                task,
+                attempt,
+                outcome,
+                failure,
+            } => (
+                run_id,
+                task,
+                attempt,
+                match failure {
+                    Some(f) => format!("{}: {}", outcome.as_str(), f.reason),
+                    None => outcome.as_str().to_owned(),
+                },
+            ),
+            Event::Landed {
+                run_id,
+                task,
+                attempt,
+                target,
+                new,
+                ..
+            } => (
+                run_id,
+                task,
+                attempt,
+                format!("landed on {target} at {}", short(new)),
+            ),
+            Event::LandingFailed {
+                run_id,
+                task,
+                attempt,
+                failure,
+                ..
+            } => (
+                run_id,
+                task,
+                attempt,
+                format!("could not land: {}", failure.reason),
+            ),
+            Event::LandingVoided {
+                run_id,
+                task,
+                attempt,
+                reason,
+                ..
+            } => (run_id, task, attempt, format!("landing voided: {reason}")),
+            Event::WorkspaceCleaned {
+                run_id,
+                task,
+                attempt,
+                ..
+            } => (run_id, task, attempt, "worktree removed".to_owned()),
+            Event::AttemptBranchRemoved {
+                run_id,
+                task,
+                attempt,
+                branch,
+                ..
+            } => (run_id, task, attempt, format!("branch {branch} removed")),
+            _ => return None,
+        };
+        Some(format!("{run_id}/{task} attempt {attempt} {what}"))
+    }
+
+    /// The summary of a record about a run as a whole, a task of it
+    /// (not one attempt) or its claims.
+    fn run_summary(&self) -> Option<String> {
+        Some(match self {
+            Event::RunStarted {
+                run_id,
+                plan_id,
+                revision,
+                target,
+                ..
+            } => format!(
+                "run {run_id} of plan {plan_id} revision {revision} started, target {target}"
+            ),
+            Event::RunResumed { run_id, pid, host } => {
+                format!("run {run_id} driven by pid {pid} on {host}")
+            }
+            Event::TaskControl {
+                run_id,
+                task,
+                action,
+                by,
+            } => format!("{run_id}/{task} {} requested by {by}", action.as_str()),
+            Event::IntegrationVerdict {
+                run_id,
+                candidate,
+                verdict,
+                ..
+            } => format!(
+                "{run_id} integration gate {} {} on {}",
+                verdict.gate,
+                verdict.status.as_str(),
+                short(candidate)
+            ),
+            Event::RunStopped {
+                run_id,
+                reason,
+                detail,
+            } => format!("run {run_id} stopped ({}): {detail}", reason.as_str()),
+            Event::RunFinished {
+                run_id,
+                summary,
+                closed,
+            } => format!(
+                "run {run_id} finished: {} done, {} failed, {} skipped{}",
+                summary.done,
+                summary.failed,
+                summary.skipped,
+                closed
+                    .as_ref()
+                    .map(|why| format!(" (closed: {why})"))
+                    .unwrap_or_default()
+            ),
+            Event::CandidatesJudged {
+                run_id,
+                task,
+                round,
+                winner,
+                ranking,
+            } => match winner {
+                Some(w) => format!(
+                    "{run_id}/{task} attempt {w} chosen of {} candidates (round {round})",
+                    ranking.len()
+                ),
+                None => format!(
+                    "{run_id}/{task} none of {} candidates passed (round {round})",
+                    ranking.len()
+                ),
+            },
+            Event::Claimed {
+                run_id,
+                what,
+                attempt,
+                host,
+                took_over_from,
+                ..
+            } => match took_over_from {
+                Some(w) => format!(
+                    "{run_id}/{what} attempt {attempt} claimed on {host}, taken over from {w}"
+                ),
+                None => format!("{run_id}/{what} attempt {attempt} claimed on {host}"),
+            },
+            Event::ClaimRenewed { run_id, commit } => {
+                format!("{run_id} claim {} renewed", short(commit))
+            }
+            Event::ClaimReleased { run_id, commit } => {
+                format!("{run_id} claim {} released", short(commit))
+            }
+            _ => return None,
+        })
+    }
+
+    /// The summary of a record about the repository: plans, approvals,
+    /// branches, accepted findings, markers.
+    fn repository_summary(&self) -> String {
         match self {
             Event::Initialized { remote: Some(r) } => format!("initialized, sharing through {r}"),
             Event::Initialized { remote: None } => "initialized".into(),
@@ -1113,218 +1352,14 @@ impl Event {
                     "plan {plan_id} revision {revision} sent back for revision by {approver}"
                 ),
             },
-            Event::RunStarted {
-                run_id,
-                plan_id,
-                revision,
-                target,
-                ..
-            } => format!(
-                "run {run_id} of plan {plan_id} revision {revision} started, target {target}"
-            ),
-            Event::RunResumed { run_id, pid, host } => {
-                format!("run {run_id} driven by pid {pid} on {host}")
-            }
-            Event::AttemptCreated {
-                run_id,
-                task,
-                attempt,
-                agent,
-                ..
-            } => format!("{run_id}/{task} attempt {attempt} created for {agent}"),
-            Event::AttemptStarted {
-                run_id,
-                task,
-                attempt,
-                pid,
-                ..
-            } => format!("{run_id}/{task} attempt {attempt} agent started (pid {pid})"),
-            Event::SetupFinished {
-                run_id,
-                task,
-                attempt,
-                ok,
-                ..
-            } => format!(
-                "{run_id}/{task} attempt {attempt} setup {}",
-                if *ok { "done" } else { "failed" }
-            ),
-            Event::AgentFinished {
-                run_id,
-                task,
-                attempt,
-                exit,
-                timed_out,
-                unavailable,
-                ..
-            } => {
-                let how = match (unavailable, timed_out, exit) {
-                    (Some(u), _, _) => format!("unavailable ({u})"),
-                    (None, true, _) => "timed out".to_owned(),
-                    (None, false, Some(c)) => format!("exited {c}"),
-                    (None, false, None) => "was killed".to_owned(),
-                };
-                format!("{run_id}/{task} attempt {attempt} agent {how}")
-            }
-            Event::AttemptResult {
-                run_id,
-                task,
-                attempt,
-                commit,
-                changed,
-                ..
-            } => format!(
-                "{run_id}/{task} attempt {attempt} result {} ({changed} paths)",
-                &commit[..commit.len().min(12)]
-            ),
-            Event::GateVerdict {
-                run_id,
-                task,
-                attempt,
-                verdict,
-            } => format!(
-                "{run_id}/{task} attempt {attempt} gate {} {}",
-                verdict.gate,
-                verdict.status.as_str()
-            ),
-            Event::AttemptFinished {
-                run_id,
-                task,
-                attempt,
-                outcome,
-                failure,
-            } => match failure {
-                Some(f) => format!(
-                    "{run_id}/{task} attempt {attempt} {}: {}",
-                    outcome.as_str(),
-                    f.reason
-                ),
-                None => format!("{run_id}/{task} attempt {attempt} {}", outcome.as_str()),
-            },
-            Event::TaskControl {
-                run_id,
-                task,
-                action,
-                by,
-            } => format!("{run_id}/{task} {} requested by {by}", action.as_str()),
-            Event::Landed {
-                run_id,
-                task,
-                attempt,
-                target,
-                new,
-                ..
-            } => format!(
-                "{run_id}/{task} attempt {attempt} landed on {target} at {}",
-                &new[..new.len().min(12)]
-            ),
-            Event::LandingFailed {
-                run_id,
-                task,
-                attempt,
-                failure,
-                ..
-            } => format!(
-                "{run_id}/{task} attempt {attempt} could not land: {}",
-                failure.reason
-            ),
-            Event::LandingVoided {
-                run_id,
-                task,
-                attempt,
-                reason,
-                ..
-            } => format!("{run_id}/{task} attempt {attempt} landing voided: {reason}"),
-            Event::IntegrationVerdict {
-                run_id,
-                candidate,
-                verdict,
-                ..
-            } => format!(
-                "{run_id} integration gate {} {} on {}",
-                verdict.gate,
-                verdict.status.as_str(),
-                &candidate[..candidate.len().min(12)]
-            ),
-            Event::RunStopped {
-                run_id,
-                reason,
-                detail,
-            } => format!("run {run_id} stopped ({}): {detail}", reason.as_str()),
-            Event::RunFinished {
-                run_id,
-                summary,
-                closed,
-            } => format!(
-                "run {run_id} finished: {} done, {} failed, {} skipped{}",
-                summary.done,
-                summary.failed,
-                summary.skipped,
-                closed
-                    .as_ref()
-                    .map(|why| format!(" (closed: {why})"))
-                    .unwrap_or_default()
-            ),
-            Event::WorkspaceCleaned {
-                run_id,
-                task,
-                attempt,
-                ..
-            } => format!("{run_id}/{task} attempt {attempt} worktree removed"),
-            Event::AttemptBranchRemoved {
-                run_id,
-                task,
-                attempt,
-                branch,
-                ..
-            } => format!("{run_id}/{task} attempt {attempt} branch {branch} removed"),
-            Event::CandidatesJudged {
-                run_id,
-                task,
-                round,
-                winner,
-                ranking,
-            } => match winner {
-                Some(w) => format!(
-                    "{run_id}/{task} attempt {w} chosen of {} candidates (round {round})",
-                    ranking.len()
-                ),
-                None => format!(
-                    "{run_id}/{task} none of {} candidates passed (round {round})",
-                    ranking.len()
-                ),
-            },
             Event::FindingAccepted { finding, by } => match finding {
                 AcceptedFinding::Rewrite { writer, seq, .. } => {
                     format!("rewrite of writer {writer} at seq {seq} accepted by {by}")
                 }
-                AcceptedFinding::Commit { commit, target } => format!(
-                    "commit {} on {target} accepted by {by}",
-                    &commit[..commit.len().min(12)]
-                ),
+                AcceptedFinding::Commit { commit, target } => {
+                    format!("commit {} on {target} accepted by {by}", short(commit))
+                }
             },
-            Event::Claimed {
-                run_id,
-                what,
-                attempt,
-                host,
-                took_over_from,
-                ..
-            } => match took_over_from {
-                Some(w) => format!(
-                    "{run_id}/{what} attempt {attempt} claimed on {host}, taken over from {w}"
-                ),
-                None => format!("{run_id}/{what} attempt {attempt} claimed on {host}"),
-            },
-            Event::ClaimRenewed { run_id, commit } => {
-                format!("{run_id} claim {} renewed", &commit[..commit.len().min(12)])
-            }
-            Event::ClaimReleased { run_id, commit } => {
-                format!(
-                    "{run_id} claim {} released",
-                    &commit[..commit.len().min(12)]
-                )
-            }
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
             Event::PlanRound {
                 round,
@@ -1351,19 +1386,24 @@ impl Event {
                 ..
             } => format!(
                 "branch {branch} approved for landing by {approver} (tree {})",
-                &tree[..tree.len().min(12)]
+                short(tree)
             ),
             Event::BranchLanded {
                 branch,
                 target,
                 new,
                 ..
-            } => format!(
-                "branch {branch} landed on {target} at {}",
-                &new[..new.len().min(12)]
-            ),
+            } => format!("branch {branch} landed on {target} at {}", short(new)),
+            // Records about a run or an attempt are summarized above
+            // (see `summary`); a new kind says at least what it is.
+            _ => self.kind().to_owned(),
         }
     }
+}
+
+/// An object id's first 12 hex digits, as summaries show them.
+fn short(id: &str) -> &str {
+    &id[..id.len().min(12)]
 }
 
 #[cfg(test)]
