@@ -75,17 +75,25 @@ impl CommandError {
             }
             next = cause.source();
         }
-        Self {
+        let mut out = Self {
             code,
             message,
             causes,
             hints: Vec::new(),
+        };
+        for h in typed_hints(error) {
+            out = out.hint(h);
         }
+        out
     }
 
-    /// Adds a hint on what to do next.
+    /// Adds a hint on what to do next (once: a hint already given is not
+    /// repeated).
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hints.push(hint.into());
+        let hint = hint.into();
+        if !self.hints.contains(&hint) {
+            self.hints.push(hint);
+        }
         self
     }
 
@@ -106,32 +114,78 @@ impl CommandError {
 
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
-        let hint = match &e {
-            StoreError::NotARepository { .. } => Some(
-                "run git orch inside a git repository, or create one with `git init`".to_owned(),
-            ),
-            StoreError::Reftable { .. } => Some(
-                "convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`"
-                    .to_owned(),
-            ),
-            StoreError::StaleLock { path, .. } => Some(format!(
-                "if no git or git-orch process is running, a crash left it behind; remove it with `rm '{}'` and try again",
-                path.display()
-            )),
-            StoreError::Busy { .. } => Some(
-                "wait for it to finish; if it is hung, stop that process (the lock is released when it exits)"
-                    .to_owned(),
-            ),
-            StoreError::Contention { .. } => {
-                Some("another process is writing to it continuously; try again".to_owned())
-            }
-            StoreError::ReadOnlyView { .. } => {
-                Some("this is a bug in git-orch; hooks must only read".to_owned())
-            }
-            _ => None,
-        };
-        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+        CommandError::from_error(exit::ERROR, &e)
     }
+}
+
+/// What the user can do about a store error, by its situation.
+fn store_hint(e: &StoreError) -> Option<String> {
+    use StoreError as E;
+    let fsck_repair = "run `git orch fsck --repair`";
+    Some(match e {
+        E::NotARepository { .. } => {
+            "run git orch inside a git repository, or create one with `git init`".to_owned()
+        }
+        E::Reftable { .. } => "convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`".to_owned(),
+        E::StaleLock { path, .. } => format!(
+            "if no git or git-orch process is running, a crash left it behind; remove it with `rm '{}'` and try again",
+            path.display()
+        ),
+        E::Busy { .. } => "wait for it to finish; if it is hung, stop that process (the lock is released when it exits)".to_owned(),
+        E::Contention { .. } => "another process is writing to it continuously; try again".to_owned(),
+        E::ReadOnlyView { .. } => "this is a bug in git-orch; hooks must only read".to_owned(),
+        E::Damaged { .. } => format!(
+            "{fsck_repair}; it restores the ref from its reflog, a remote's copy or its newest intact commit, and says what, if anything, was lost"
+        ),
+        E::BadWriterId { .. } => "remove it with `git config --unset orch.writerId`; a new one is made on the next write".to_owned(),
+        E::LogWithoutTrailers { .. } => "the log ref was rewritten by something other than git-orch; restore it from a clone with `git orch sync`".to_owned(),
+        E::ClockBeyondCeiling { reference, .. } => format!(
+            "`git orch fsck` names the commit; set the ref back to the commit before it (`git update-ref {reference} <commit>`), or restore it from a clone with `git orch sync`"
+        ),
+        E::SeqBeyondEnd { .. } => {
+            "`git orch fsck` names the commit; set the ref back to the commit before it".to_owned()
+        }
+        E::PublishedButMoved { .. } => {
+            "run `git orch sync` to bring the published state back".to_owned()
+        }
+        E::ObjectVanished { .. } => fsck_repair.to_owned(),
+        E::ObjectsKeepVanishing { .. } => format!("stop the prune, then {fsck_repair}"),
+        E::ConfigSyntax { .. } => "it uses the syntax of .gitmodules: `[section \"name\"]` headers and `key = value` lines".to_owned(),
+        E::UnknownRemote { .. } => "add it with `git remote add <name> <url>`, then run `git orch init --remote <name>`".to_owned(),
+        E::SigningFailed { .. } => "set up commit signing first (`git config user.signingKey …`, and `gpg.format ssh` for ssh keys), or approve without --sign".to_owned(),
+        E::StateCache { folder, .. } => {
+            format!("remove {} (it is rebuilt from the log)", folder.display())
+        }
+        E::InvalidRefName(_)
+        | E::Git { .. }
+        | E::Io { .. }
+        | E::Process(_)
+        | E::Corrupt(_) => return None,
+    })
+}
+
+/// What to do about something a sync found.
+pub fn sync_hint(warning: &crate::store::sync::SyncWarning) -> String {
+    match warning {
+        crate::store::sync::SyncWarning::WriterIdShared { .. } => {
+            "give one of the clones its own id with `git orch init --new-writer`".to_owned()
+        }
+    }
+}
+
+/// The hints of the typed errors the library leaves the choice of a hint
+/// to the edge for, found anywhere in an error's chain: an error wrapped
+/// as another's source keeps its hint.
+fn typed_hints(error: &(dyn Error + 'static)) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<StoreError>() {
+            out.extend(store_hint(e));
+        }
+        next = e.source();
+    }
+    out
 }
 
 impl From<crate::process::ProcessError> for CommandError {

@@ -159,10 +159,10 @@ impl<'p> Driver<'p> {
         let lock_path = super::driver_lock_path(&store, &ctx.run);
         let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
             Ok(g) => g,
-            Err(holder) => {
+            Err(held) => {
                 return Err(RunError::Busy {
                     run: ctx.run.clone(),
-                    holder,
+                    holder: held.holder,
                 });
             }
         };

@@ -610,12 +610,12 @@ fn supersede(
     revision: &PlanRevision,
     why: String,
 ) -> Result<(), RunError> {
-    if let Err(holder) =
+    if let Err(held) =
         crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
     {
         return Err(RunError::Busy {
             run: prev.id.clone(),
-            holder,
+            holder: held.holder,
         });
     }
     store.append(vec![Event::RunFinished {
