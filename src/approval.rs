@@ -129,6 +129,39 @@ pub enum ApprovalError {
     },
 }
 
+/// Why a commit is not a decision (or branch approval) git-orch wrote: a
+/// commit made with plain git to look like one fails one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum NotOurDecision {
+    #[error("it was committed by {name} <{email}>, not by git-orch")]
+    ForeignCommitter { name: String, email: String },
+    #[error("its trailers do not agree with its approval.json")]
+    TrailersDisagree,
+    #[error("its tree holds more than {APPROVAL_FILE}")]
+    OtherFiles,
+    #[error("it does not descend from the plan revision it judges")]
+    NotOnRevision,
+    #[error("the approval commit {commit} holds no {APPROVAL_FILE}")]
+    NoFile { commit: Oid },
+    #[error("the approval commit {commit} is unreadable: {source}")]
+    Unreadable {
+        commit: Oid,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{commit} is not the approval of a branch")]
+    NotABranchApproval { commit: Oid },
+    #[error("the approval {commit} is for tree {approved}, not {tree}")]
+    OtherTree {
+        commit: Oid,
+        approved: String,
+        tree: String,
+    },
+    /// It could not be read to tell.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
 /// The ref of plan `id`'s decisions.
 pub fn approval_ref(id: &PlanId) -> String {
     format!("{APPROVALS_PREFIX}{id}")
@@ -153,7 +186,7 @@ pub fn latest(store: &Store, id: &PlanId) -> Result<Option<RecordedApproval>, Ap
     if approval.plan_id != *id {
         return Err(corrupt(format!("it is about plan {}", approval.plan_id)));
     }
-    check_decision_commit(store, commit, &approval).map_err(corrupt)?;
+    check_decision_commit(store, commit, &approval).map_err(|e| corrupt(e.to_string()))?;
     let signed = store.commit_info(commit)?.signed;
     Ok(Some(RecordedApproval {
         approval,
@@ -171,8 +204,8 @@ pub fn check_decision_commit(
     store: &Store,
     commit: Oid,
     approval: &Approval,
-) -> Result<(), String> {
-    let info = store.commit_info(commit).map_err(|e| e.to_string())?;
+) -> Result<(), NotOurDecision> {
+    let info = store.commit_info(commit)?;
     // A signed decision is committed by the person who signs it (their
     // signing setup makes the commit); whether it verifies is
     // `orch.requireSignedApprovals`'s question.
@@ -180,10 +213,10 @@ pub fn check_decision_commit(
         && (info.committer_name.as_str(), info.committer_email.as_str())
             != (crate::store::ORCH_NAME, crate::store::ORCH_EMAIL)
     {
-        return Err(format!(
-            "it was committed by {} <{}>, not by git-orch",
-            info.committer_name, info.committer_email
-        ));
+        return Err(NotOurDecision::ForeignCommitter {
+            name: info.committer_name,
+            email: info.committer_email,
+        });
     }
     let trailer = |key: &str| {
         info.message
@@ -193,16 +226,14 @@ pub fn check_decision_commit(
     if trailer("Orch-Plan: ").as_deref() != Some(approval.plan_id.as_str())
         || trailer("Orch-Plan-Hash: ").as_deref() != Some(approval.plan_hash.as_str())
     {
-        return Err("its trailers do not agree with its approval.json".into());
+        return Err(NotOurDecision::TrailersDisagree);
     }
-    if store.paths_in_tree(info.tree).map_err(|e| e.to_string())? != [APPROVAL_FILE] {
-        return Err(format!("its tree holds more than {APPROVAL_FILE}"));
+    if store.paths_in_tree(info.tree)? != [APPROVAL_FILE] {
+        return Err(NotOurDecision::OtherFiles);
     }
-    let judged = store
-        .parse_oid(&approval.plan_commit)
-        .map_err(|e| e.to_string())?;
+    let judged = store.parse_oid(&approval.plan_commit)?;
     if !info.parents.contains(&judged) {
-        return Err("it does not descend from the plan revision it judges".into());
+        return Err(NotOurDecision::NotOnRevision);
     }
     Ok(())
 }
@@ -332,7 +363,7 @@ impl Verdict {
         matches!(self, Verdict::Valid { .. })
     }
 
-    /// One sentence saying why, naming the fix.
+    /// One sentence saying why; the fix is the CLI's hint.
     pub fn explain(&self) -> String {
         match self {
             Verdict::Valid { current, approval } => format!(
@@ -340,11 +371,11 @@ impl Verdict {
                 current.plan.id, current.revision, current.hash, approval.approval.approver
             ),
             Verdict::NoDecision { current } => format!(
-                "plan {} revision {} has no approval\nhint: review it with `git orch plan show {}`, then `git orch approve {}`",
-                current.plan.id, current.revision, current.plan.id, current.plan.id
+                "plan {} revision {} has no approval",
+                current.plan.id, current.revision
             ),
             Verdict::Revise { current, approval } => format!(
-                "plan {} revision {} was sent back for revision by {}{}\nhint: store a new revision with `git orch plan add`, then approve it",
+                "plan {} revision {} was sent back for revision by {}{}",
                 current.plan.id,
                 approval.approval.revision,
                 approval.approval.approver,
@@ -356,22 +387,20 @@ impl Verdict {
                     .unwrap_or_default()
             ),
             Verdict::Stale { current, approval } => format!(
-                "the approval of plan {} is for revision {} ({}), but the plan is now at revision {} ({})\nhint: review the change with `git orch plan diff {}`, then `git orch approve {}`",
+                "the approval of plan {} is for revision {} ({}), but the plan is now at revision {} ({})",
                 current.plan.id,
                 approval.approval.revision,
                 approval.approval.plan_hash,
                 current.revision,
-                current.hash,
-                current.plan.id,
-                current.plan.id
+                current.hash
             ),
             Verdict::Unsigned { current, approval } => format!(
-                "orch.requireSignedApprovals is set and the approval of plan {} (commit {}) has no valid signature\nhint: approve again with `git orch approve {} --sign`",
-                current.plan.id, approval.commit, current.plan.id
+                "orch.requireSignedApprovals is set and the approval of plan {} (commit {}) has no valid signature",
+                current.plan.id, approval.commit
             ),
             Verdict::Unrecorded { current, approval } => format!(
-                "the approval of plan {} (commit {}) is recorded by no event of git-orch's log: its ref was moved by something other than `git orch approve`\nhint: check it with `git orch fsck`; if the plan is what you want, `git orch approve {}`",
-                current.plan.id, approval.commit, current.plan.id
+                "the approval of plan {} (commit {}) is recorded by no event of git-orch's log: its ref was moved by something other than `git orch approve`",
+                current.plan.id, approval.commit
             ),
         }
     }
@@ -507,23 +536,23 @@ pub fn read_branch_approval(
     store: &Store,
     commit: Oid,
     tree: &str,
-) -> Result<RecordedBranchApproval, String> {
+) -> Result<RecordedBranchApproval, NotOurDecision> {
     let bytes = store
-        .file_at(commit, APPROVAL_FILE)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("the approval commit {commit} holds no {APPROVAL_FILE}"))?;
+        .file_at(commit, APPROVAL_FILE)?
+        .ok_or(NotOurDecision::NoFile { commit })?;
     let file: BranchApprovalFile = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the approval commit {commit} is unreadable: {e}"))?;
+        .map_err(|source| NotOurDecision::Unreadable { commit, source })?;
     if file.kind != "branch" || file.decision != Decision::Approve {
-        return Err(format!("{commit} is not the approval of a branch"));
+        return Err(NotOurDecision::NotABranchApproval { commit });
     }
     if file.tree != tree {
-        return Err(format!(
-            "the approval {commit} is for tree {}, not {tree}",
-            file.tree
-        ));
+        return Err(NotOurDecision::OtherTree {
+            commit,
+            approved: file.tree,
+            tree: tree.to_owned(),
+        });
     }
-    let signed = store.commit_info(commit).map_err(|e| e.to_string())?.signed;
+    let signed = store.commit_info(commit)?.signed;
     Ok(RecordedBranchApproval {
         file,
         commit,

@@ -56,6 +56,21 @@ pub fn lamport_next(base: u64, i: u64) -> u64 {
     base.saturating_add(i).min(MAX_CLOCK)
 }
 
+/// Why stored bytes are not a record, in words that fit after "the blob
+/// …".
+#[derive(Debug, thiserror::Error)]
+pub enum BadRecord {
+    #[error("is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error(
+        "has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
+        version.map_or("none".into(), |v| v.to_string())
+    )]
+    OtherVersion { version: Option<u64> },
+    #[error("is not a valid event: {0}")]
+    NotAnEvent(#[source] serde_json::Error),
+}
+
 /// One event as stored in the log: envelope plus payload.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -84,27 +99,23 @@ impl Record {
     /// "the blob …": not JSON, another format version, or not a valid event.
     /// This is the one parser of event bytes; the log reader and the server
     /// hook both use it.
-    pub fn from_json(bytes: &[u8]) -> Result<Record, String> {
+    pub fn from_json(bytes: &[u8]) -> Result<Record, BadRecord> {
         let record: Record = match serde_json::from_slice(bytes) {
             Ok(r) => r,
             Err(e) => {
                 let probe: serde_json::Value =
-                    serde_json::from_slice(bytes).map_err(|e| format!("is not JSON: {e}"))?;
+                    serde_json::from_slice(bytes).map_err(BadRecord::NotJson)?;
                 let version = probe.get("version").and_then(|v| v.as_u64());
                 if version != Some(u64::from(FORMAT_VERSION)) {
-                    return Err(format!(
-                        "has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
-                        version.map_or("none".into(), |v| v.to_string())
-                    ));
+                    return Err(BadRecord::OtherVersion { version });
                 }
-                return Err(format!("is not a valid event: {e}"));
+                return Err(BadRecord::NotAnEvent(e));
             }
         };
         if record.version != FORMAT_VERSION {
-            return Err(format!(
-                "has format version {}, this git-orch reads {FORMAT_VERSION}; upgrade git-orch",
-                record.version
-            ));
+            return Err(BadRecord::OtherVersion {
+                version: Some(u64::from(record.version)),
+            });
         }
         Ok(record)
     }

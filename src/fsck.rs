@@ -47,8 +47,25 @@ pub enum FsckError {
     #[error("{0}")]
     Hook(#[from] crate::hooks::HookError),
     /// `--accept-…` named something fsck does not find.
-    #[error("{0}")]
-    NothingToAccept(String),
+    #[error(
+        "fsck finds no {}; nothing was recorded",
+        match what {
+            Accept::Rewrite { writer, seq } => format!("rewrite of writer {writer}'s log at seq {seq}"),
+            Accept::Commit(c) => format!("unverified commit {} on a protected target", &c.to_string()[..12]),
+        }
+    )]
+    NothingToAccept { what: Accept },
+}
+
+/// A `<writer>:<seq>` that is not one.
+#[derive(Debug, thiserror::Error)]
+pub enum BadRewrite {
+    #[error("{0:?} is not <writer>:<seq> (e.g. 3f9a1c2b7d4e:12)")]
+    NoColon(String),
+    #[error(transparent)]
+    Writer(#[from] crate::ids::IdError),
+    #[error("{0:?} is not a seq (a whole number from 1)")]
+    Seq(String),
 }
 
 /// Which check a finding comes from.
@@ -1446,15 +1463,7 @@ pub fn accept(store: &Store, what: &Accept, by: &str) -> Result<AcceptedFinding,
             })
     });
     let Some(finding) = found else {
-        return Err(FsckError::NothingToAccept(match what {
-            Accept::Rewrite { writer, seq } => format!(
-                "fsck finds no rewrite of writer {writer}'s log at seq {seq}; nothing was recorded\nhint: `git orch fsck` lists what it finds"
-            ),
-            Accept::Commit(c) => format!(
-                "fsck finds no unverified commit {} on a protected target; nothing was recorded\nhint: `git orch fsck` lists what it finds",
-                &c.to_string()[..12]
-            ),
-        }));
+        return Err(FsckError::NothingToAccept { what: what.clone() });
     };
     store.append(vec![Event::FindingAccepted {
         finding: finding.clone(),
@@ -1471,16 +1480,16 @@ pub enum Accept {
 }
 
 /// Parses `<writer>:<seq>`.
-pub fn parse_rewrite(value: &str) -> Result<(WriterId, u64), String> {
+pub fn parse_rewrite(value: &str) -> Result<(WriterId, u64), BadRewrite> {
     let (w, s) = value
         .rsplit_once(':')
-        .ok_or_else(|| format!("{value:?} is not <writer>:<seq> (e.g. 3f9a1c2b7d4e:12)"))?;
-    let writer = WriterId::new(w).map_err(|e| e.to_string())?;
+        .ok_or_else(|| BadRewrite::NoColon(value.to_owned()))?;
+    let writer = WriterId::new(w)?;
     let seq: u64 = s
         .parse()
         .ok()
         .filter(|n| *n > 0)
-        .ok_or_else(|| format!("{s:?} is not a seq (a whole number from 1)"))?;
+        .ok_or_else(|| BadRewrite::Seq(s.to_owned()))?;
     Ok((writer, seq))
 }
 
@@ -1488,8 +1497,9 @@ pub fn parse_rewrite(value: &str) -> Result<(WriterId, u64), String> {
 /// intact value (saying what was lost; see [`Store::repair_refs`]), adds
 /// to `refs/orch/keep` the commits records point at that it misses (when
 /// this clone has them), and finishes (or forgets) the checkout moves a
-/// crashed landing left. Returns what it did, one line each.
-pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
+/// crashed landing left. Returns what it did, one line each, and the
+/// checkout moves it could not finish.
+pub fn repair(store: &Store) -> Result<Repairs, FsckError> {
     // Refs first: nothing else can be read through a damaged one.
     let mut done = store.repair_refs()?;
     let loaded = Loaded::read(store)?;
@@ -1523,13 +1533,24 @@ pub fn repair(store: &Store) -> Result<Vec<String>, FsckError> {
             before - after
         ));
     }
-    done.extend(problems);
     for name in store.remove_dead_pins()? {
         done.push(format!(
             "removed {name}, a pin left by a git-orch process that is gone"
         ));
     }
-    Ok(done)
+    Ok(Repairs {
+        done,
+        unsettled: problems,
+    })
+}
+
+/// What [`repair`] did, and what it left for a person.
+#[derive(Debug, Default)]
+pub struct Repairs {
+    /// One line per repair made.
+    pub done: Vec<String>,
+    /// Checkouts a landing moved the target under that could not follow.
+    pub unsettled: Vec<crate::run::progress::LandingProblem>,
 }
 
 #[cfg(test)]
@@ -1543,9 +1564,15 @@ mod tests {
         assert!(
             parse_rewrite("abc123")
                 .unwrap_err()
+                .to_string()
                 .contains("<writer>:<seq>")
         );
-        assert!(parse_rewrite("abc123:0").unwrap_err().contains("from 1"));
+        assert!(
+            parse_rewrite("abc123:0")
+                .unwrap_err()
+                .to_string()
+                .contains("from 1")
+        );
         assert!(parse_rewrite("abc123:x").is_err());
         assert!(parse_rewrite("../x:1").is_err());
     }

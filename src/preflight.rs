@@ -229,13 +229,10 @@ pub fn before_run(
             verdicts.entry(name).or_insert_with(|| {
                 match AgentSpec::resolve(name, &settings.agents) {
                     Ok(spec) => runnable(&spec, &sandbox, Some(git_dir)),
-                    Err(e) => {
-                        let text = e.to_string();
-                        Err(match text.split_once("\nhint: ") {
-                            Some((problem, fix)) => (problem.to_owned(), fix.to_owned()),
-                            None => (text, "fix the agent's name".to_owned()),
-                        })
-                    }
+                    Err(e) => Err((
+                        e.to_string(),
+                        e.fix().unwrap_or_else(|| "fix the agent's name".to_owned()),
+                    )),
                 }
             });
         }
@@ -296,6 +293,9 @@ pub struct SandboxReport {
     pub in_force: Option<String>,
     /// One line for people.
     pub summary: String,
+    /// What makes the sandbox work as set, when it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
     pub network: bool,
 }
 
@@ -306,7 +306,7 @@ pub fn survey(
     git_dir: Option<&Path>,
     names: &[String],
     versions: bool,
-) -> Result<Survey, String> {
+) -> Result<Survey, crate::agent::AgentError> {
     let resolved = crate::sandbox::resolve(&settings.sandbox).and_then(|sb| {
         sb.check_binds(git_dir)?;
         Ok(sb)
@@ -317,6 +317,7 @@ pub fn survey(
                 requested: sb.requested.to_owned(),
                 in_force: Some(sb.kind.as_str().to_owned()),
                 summary: sb.describe(),
+                fix: None,
                 network: sb.network,
             };
             (sb, report)
@@ -326,6 +327,7 @@ pub fn survey(
                 requested: settings.sandbox.mode.as_str().to_owned(),
                 in_force: None,
                 summary: e.to_string(),
+                fix: e.fix(),
                 network: settings.sandbox.network,
             };
             // Agents are still checked as if unconfined.
@@ -346,20 +348,17 @@ pub fn survey(
     let mut agents = Vec::new();
     // A sandbox that cannot be used as set refuses every run: no agent is
     // ready, whatever the checks made as if unconfined say.
-    let refused = report.in_force.is_none().then(|| {
-        let (problem, fix) = report
-            .summary
-            .split_once("\nhint: ")
-            .unwrap_or((report.summary.as_str(), "fix the [sandbox] settings"));
-        Finding {
-            severity: Severity::Error,
-            problem: format!("runs are refused here: {problem}"),
-            fix: fix.to_owned(),
-            paste: None,
-        }
+    let refused = report.in_force.is_none().then(|| Finding {
+        severity: Severity::Error,
+        problem: format!("runs are refused here: {}", report.summary),
+        fix: report
+            .fix
+            .clone()
+            .unwrap_or_else(|| "fix the [sandbox] settings".to_owned()),
+        paste: None,
     });
     for name in wanted {
-        let spec = AgentSpec::resolve(&name, &settings.agents).map_err(|e| e.to_string())?;
+        let spec = AgentSpec::resolve(&name, &settings.agents)?;
         let mut report = check(&spec, &sandbox, git_dir, versions);
         if let Some(f) = &refused {
             report.findings.insert(0, f.clone());

@@ -58,10 +58,8 @@ const HOME_COPY_LIMIT: u64 = 64 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     /// `sandbox = bwrap`, but bubblewrap does not work here.
-    #[error(
-        "{origin} asks for the bubblewrap sandbox, but it does not work here: {why}\nhint: install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap) and allow user namespaces, or set `sandbox = auto` (runs unconfined, with a warning) or `sandbox = none` in the [orch] section of .orch/config"
-    )]
-    Unavailable { origin: String, why: String },
+    #[error("{origin} asks for the bubblewrap sandbox, but it does not work here: {why}")]
+    Unavailable { origin: String, why: Unconfinable },
     /// `GIT_ORCH_SANDBOX` holds something else than a mode.
     #[error("{SANDBOX_ENV}={value:?} is not a sandbox mode; use auto, bwrap or none")]
     BadOverride { value: String },
@@ -76,6 +74,37 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl SandboxError {
+    /// What makes the sandbox work as set: the fix a preflight finding
+    /// shows, and the CLI's hint.
+    pub fn fix(&self) -> Option<String> {
+        match self {
+            SandboxError::Unavailable { .. } => Some(
+                "install bubblewrap (Debian, Ubuntu: apt-get install bubblewrap) and allow user namespaces, or set `sandbox = auto` (runs unconfined, with a warning) or `sandbox = none` in the [orch] section of .orch/config"
+                    .to_owned(),
+            ),
+            SandboxError::BadBind(b) => Some(b.fix.clone()),
+            SandboxError::BadOverride { .. } | SandboxError::Io { .. } => None,
+        }
+    }
+}
+
+/// Why bubblewrap cannot make a sandbox here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unconfinable {
+    #[error("bwrap is not installed (not found on PATH)")]
+    NotInstalled,
+    #[error("bwrap could not be started")]
+    NotStarted,
+    #[error("bwrap exited {0}")]
+    Exited(i32),
+    #[error("bwrap did not finish")]
+    Unfinished,
+    /// The last line bwrap printed, e.g. that user namespaces are off.
+    #[error("{0}")]
+    Said(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> SandboxError + '_ {
@@ -136,12 +165,12 @@ fn isolation_args() -> Vec<String> {
 
 /// Whether bubblewrap can make a sandbox here; the reason if not. Asked
 /// once per process.
-pub fn probe() -> Result<(), String> {
-    static RESULT: OnceLock<Result<(), String>> = OnceLock::new();
+pub fn probe() -> Result<(), Unconfinable> {
+    static RESULT: OnceLock<Result<(), Unconfinable>> = OnceLock::new();
     RESULT
         .get_or_init(|| {
             if !crate::process::on_path("bwrap") {
-                return Err("bwrap is not installed (not found on PATH)".into());
+                return Err(Unconfinable::NotInstalled);
             }
             let mut args = isolation_args();
             args.extend(
@@ -164,7 +193,7 @@ pub fn probe() -> Result<(), String> {
                 .map(|p| vec![("PATH".to_owned(), p)])
                 .unwrap_or_default();
             match crate::process::capture("bwrap", &args, &env, Duration::from_secs(20)) {
-                None => Err("bwrap could not be started".into()),
+                None => Err(Unconfinable::NotStarted),
                 Some((Some(0), _)) => Ok(()),
                 Some((code, out)) => {
                     let why = out
@@ -176,9 +205,9 @@ pub fn probe() -> Result<(), String> {
                         .trim_end_matches('.')
                         .to_owned();
                     Err(match (code, why.is_empty()) {
-                        (Some(c), true) => format!("bwrap exited {c}"),
-                        (None, true) => "bwrap did not finish".into(),
-                        (_, false) => why,
+                        (Some(c), true) => Unconfinable::Exited(c),
+                        (None, true) => Unconfinable::Unfinished,
+                        (_, false) => Unconfinable::Said(why),
                     })
                 }
             }
@@ -213,7 +242,7 @@ pub fn resolve(settings: &SandboxSettings) -> Result<Sandbox, SandboxError> {
             } else {
                 match probe() {
                     Ok(()) => (Kind::Bwrap, None),
-                    Err(why) => (Kind::None, Some(why)),
+                    Err(why) => (Kind::None, Some(why.to_string())),
                 }
             }
         }

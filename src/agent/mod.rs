@@ -138,9 +138,7 @@ pub enum AgentError {
     )]
     UnknownKind { section: String, kind: String },
     /// Neither a built-in agent nor a configured section.
-    #[error(
-        "no agent named {name:?}\nhint: use claude, codex, gemini, aider or fake, or define `[agent \"{name}\"]` in .orch/config"
-    )]
+    #[error("no agent named {name:?}")]
     Unknown { name: String },
     /// No `kind`, and the section name is not a built-in one to infer it from.
     #[error(
@@ -199,6 +197,19 @@ pub enum AgentError {
         "[agent \"{section}\"]: unknown key `{key}`; the keys are kind, program, command, model, args, timeout, env, passEnv, homeFile, apiRetries, bypassPermissions"
     )]
     UnknownKey { section: String, key: String },
+}
+
+impl AgentError {
+    /// What makes the agent usable, when the message does not say it: the
+    /// fix a preflight finding shows, and the CLI's hint.
+    pub fn fix(&self) -> Option<String> {
+        match self {
+            AgentError::Unknown { name } => Some(format!(
+                "use claude, codex, gemini, aider or fake, or define `[agent \"{name}\"]` in .orch/config"
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// An agent as configured: a built-in name, or `[agent "NAME"]` in

@@ -42,8 +42,7 @@ fn settings(cli: &Cli) -> Result<(Settings, Option<std::path::PathBuf>), Command
 
 pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
     let (settings, git_dir) = settings(cli)?;
-    let survey = crate::preflight::survey(&settings, git_dir.as_deref(), &args.names, true)
-        .map_err(CommandError::error)?;
+    let survey = crate::preflight::survey(&settings, git_dir.as_deref(), &args.names, true)?;
     let blocked = !args.names.is_empty() && survey.agents.iter().any(|a| !a.ready());
     let code = if blocked { exit::BLOCKED } else { exit::OK };
     let mut out = output::Out::new();

@@ -213,7 +213,12 @@ fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
         output::status(&verdict.explain());
         Ok(exit::OK)
     } else {
-        Err(CommandError::with_code(exit::BLOCKED, verdict.explain()))
+        let hint = super::error::verdict_hint(&verdict);
+        let e = CommandError::with_code(exit::BLOCKED, verdict.explain());
+        Err(match hint {
+            Some(h) => e.hint(h),
+            None => e,
+        })
     }
 }
 

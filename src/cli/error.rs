@@ -10,12 +10,16 @@
 //!
 //! | error type | exit code |
 //! |---|---|
-//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace`, `BaseNotPublished` | 3 blocked |
+//! | `RunError::NotApproved`, `Busy`, `WorkersRun`, `StartedElsewhere`, `StartRace`, `BaseNotPublished`; a hand landing's `Refusal`; a `LandingProblem` that refused a landing | 3 blocked |
 //! | `RunError::UnknownTask`, `BadBase`, `BadTarget`; `ReviewError::BadBase`; clap's errors | 2 usage |
 //! | `RunError::AgentsCannotWork`; `RunError::Sandbox` but a bad `GIT_ORCH_SANDBOX` or a folder that cannot be made; `DemoError::UnknownAgent`, `BadAgent`, `AgentMissing`, `AgentCannotWork` | 78 configuration |
 //! | `RunError::Revision`, `Approval`, `Review`, `Store` | that inner error's code |
 //! | `MergeError::Run`, `Store`; `WorkerError::Run`, `Store` | that inner error's code |
-//! | every other `RunError`, `MergeError`, `RevisionError`, `ApprovalError`, `ReviewError`, `WorkerError`, `StoreError`, `ProcessError`, `IdError`, `LeadError`, `DemoError` | 1 error |
+//! | every other `RunError`, `MergeError`, `RevisionError`, `ApprovalError`, `ReviewError`, `WorkerError`, `StoreError`, `ProcessError`, `IdError`, `LeadError`, `DemoError`, `PlanError`, `HookError`, `FsckError`, `AgentError` | 1 error |
+//!
+//! Hints come from the error's type too: each `From` below matches the
+//! situation, and [`typed_hints`] finds the hint of a store or plan error
+//! wherever it sits in an error's chain of sources.
 //!
 //! Outcomes that are not errors carry their own codes from the command:
 //! 3 for blocking findings, failed gates, conflicts and refused landings,
@@ -27,8 +31,11 @@ use std::error::Error;
 use super::exit;
 use crate::approval::{ApprovalError, ReviewError};
 use crate::merge::MergeError;
+use crate::merge::hand::Refusal;
+use crate::plan::PlanError;
 use crate::plan::revisions::RevisionError;
 use crate::run::RunError;
+use crate::run::progress::LandingProblem;
 use crate::store::StoreError;
 
 /// What a failed command prints (`error:` line, `caused by:` lines,
@@ -75,17 +82,25 @@ impl CommandError {
             }
             next = cause.source();
         }
-        Self {
+        let mut out = Self {
             code,
             message,
             causes,
             hints: Vec::new(),
+        };
+        for h in typed_hints(error) {
+            out = out.hint(h);
         }
+        out
     }
 
-    /// Adds a hint on what to do next.
+    /// Adds a hint on what to do next (once: a hint already given is not
+    /// repeated).
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hints.push(hint.into());
+        let hint = hint.into();
+        if !self.hints.contains(&hint) {
+            self.hints.push(hint);
+        }
         self
     }
 
@@ -106,31 +121,107 @@ impl CommandError {
 
 impl From<StoreError> for CommandError {
     fn from(e: StoreError) -> Self {
-        let hint = match &e {
-            StoreError::NotARepository { .. } => Some(
-                "run git orch inside a git repository, or create one with `git init`".to_owned(),
-            ),
-            StoreError::Reftable { .. } => Some(
-                "convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`"
-                    .to_owned(),
-            ),
-            StoreError::StaleLock { path, .. } => Some(format!(
-                "if no git or git-orch process is running, a crash left it behind; remove it with `rm '{}'` and try again",
-                path.display()
-            )),
-            StoreError::Busy { .. } => Some(
-                "wait for it to finish; if it is hung, stop that process (the lock is released when it exits)"
-                    .to_owned(),
-            ),
-            StoreError::Contention { .. } => {
-                Some("another process is writing to it continuously; try again".to_owned())
-            }
-            StoreError::ReadOnlyView { .. } => {
-                Some("this is a bug in git-orch; hooks must only read".to_owned())
-            }
-            _ => None,
-        };
-        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+        CommandError::from_error(exit::ERROR, &e)
+    }
+}
+
+/// What the user can do about a store error, by its situation.
+fn store_hint(e: &StoreError) -> Option<String> {
+    use StoreError as E;
+    let fsck_repair = "run `git orch fsck --repair`";
+    Some(match e {
+        E::NotARepository { .. } => {
+            "run git orch inside a git repository, or create one with `git init`".to_owned()
+        }
+        E::Reftable { .. } => "convert it with `git refs migrate --ref-format=files` (git 2.46 or later), or use a clone made with `--ref-format=files`".to_owned(),
+        E::StaleLock { path, .. } => format!(
+            "if no git or git-orch process is running, a crash left it behind; remove it with `rm '{}'` and try again",
+            path.display()
+        ),
+        E::Busy { .. } => "wait for it to finish; if it is hung, stop that process (the lock is released when it exits)".to_owned(),
+        E::Contention { .. } => "another process is writing to it continuously; try again".to_owned(),
+        E::ReadOnlyView { .. } => "this is a bug in git-orch; hooks must only read".to_owned(),
+        E::Damaged { .. } => format!(
+            "{fsck_repair}; it restores the ref from its reflog, a remote's copy or its newest intact commit, and says what, if anything, was lost"
+        ),
+        E::BadWriterId { .. } => "remove it with `git config --unset orch.writerId`; a new one is made on the next write".to_owned(),
+        E::LogWithoutTrailers { .. } => "the log ref was rewritten by something other than git-orch; restore it from a clone with `git orch sync`".to_owned(),
+        E::ClockBeyondCeiling { reference, .. } => format!(
+            "`git orch fsck` names the commit; set the ref back to the commit before it (`git update-ref {reference} <commit>`), or restore it from a clone with `git orch sync`"
+        ),
+        E::SeqBeyondEnd { .. } => {
+            "`git orch fsck` names the commit; set the ref back to the commit before it".to_owned()
+        }
+        E::PublishedButMoved { .. } => {
+            "run `git orch sync` to bring the published state back".to_owned()
+        }
+        E::ObjectVanished { .. } => fsck_repair.to_owned(),
+        E::ObjectsKeepVanishing { .. } => format!("stop the prune, then {fsck_repair}"),
+        E::ConfigSyntax { .. } => "it uses the syntax of .gitmodules: `[section \"name\"]` headers and `key = value` lines".to_owned(),
+        E::UnknownRemote { .. } => "add it with `git remote add <name> <url>`, then run `git orch init --remote <name>`".to_owned(),
+        E::SigningFailed { .. } => "set up commit signing first (`git config user.signingKey …`, and `gpg.format ssh` for ssh keys), or approve without --sign".to_owned(),
+        E::StateCache { folder, .. } => {
+            format!("remove {} (it is rebuilt from the log)", folder.display())
+        }
+        E::InvalidRefName(_)
+        | E::Git { .. }
+        | E::Io { .. }
+        | E::Process(_)
+        | E::Corrupt(_) => return None,
+    })
+}
+
+/// What the writer of a plan can do about its error.
+fn plan_hint(e: &PlanError) -> Option<String> {
+    match e {
+        PlanError::TooLarge { .. } => Some("split the work into several plans".to_owned()),
+        PlanError::Shape {
+            suggestion: Some(k),
+            ..
+        } => Some(format!(
+            "did you mean `{k}`? The format is in docs/plans.md; `git orch plan schema` prints its JSON Schema"
+        )),
+        PlanError::Shape {
+            unknown_field: Some(_),
+            ..
+        } => Some(
+            "remove it; the format is in docs/plans.md and `git orch plan schema` prints its JSON Schema"
+                .to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// What to do about something a sync found.
+pub fn sync_hint(warning: &crate::store::sync::SyncWarning) -> String {
+    match warning {
+        crate::store::sync::SyncWarning::WriterIdShared { .. } => {
+            "give one of the clones its own id with `git orch init --new-writer`".to_owned()
+        }
+    }
+}
+
+/// The hints of the typed errors the library leaves the choice of a hint
+/// to the edge for, found anywhere in an error's chain: an error wrapped
+/// as another's source keeps its hint.
+fn typed_hints(error: &(dyn Error + 'static)) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<StoreError>() {
+            out.extend(store_hint(e));
+        }
+        if let Some(e) = e.downcast_ref::<PlanError>() {
+            out.extend(plan_hint(e));
+        }
+        next = e.source();
+    }
+    out
+}
+
+impl From<PlanError> for CommandError {
+    fn from(e: PlanError) -> Self {
+        CommandError::from_error(exit::ERROR, &e)
     }
 }
 
@@ -218,7 +309,8 @@ impl From<RunError> for CommandError {
                     crate::sandbox::SandboxError::Io { .. } => exit::ERROR,
                     _ => exit::CONFIG,
                 };
-                return CommandError::from_error(code, &e);
+                let hint = s.fix();
+                return with_hint(CommandError::from_error(code, &e), hint);
             }
             E::Revision(_) | E::Approval(_) | E::Review(_) | E::Store(_) => {
                 return match e {
@@ -229,7 +321,7 @@ impl From<RunError> for CommandError {
                     _ => unreachable!("matched above"),
                 };
             }
-            E::NotApproved(_) => (exit::BLOCKED, None),
+            E::NotApproved { verdict, .. } => (exit::BLOCKED, verdict_hint(verdict)),
             E::Dirty { target, .. } => (
                 exit::ERROR,
                 Some(format!(
@@ -330,7 +422,11 @@ impl From<RunError> for CommandError {
             | E::BranchExists(_)
             | E::Commit(_)
             | E::Internal(_)
-            | E::Merge(_) => (exit::ERROR, None),
+            => (exit::ERROR, None),
+            E::Merge(m) => (
+                exit::ERROR,
+                m.downcast_ref::<MergeError>().and_then(merge_hint),
+            ),
         };
         with_hint(CommandError::from_error(code, &e), hint)
     }
@@ -338,38 +434,138 @@ impl From<RunError> for CommandError {
 
 impl From<MergeError> for CommandError {
     fn from(e: MergeError) -> Self {
-        use MergeError as E;
-        let hint = match &e {
-            E::Run(_) | E::Store(_) => {
-                return match e {
-                    E::Run(e) => e.into(),
-                    E::Store(e) => e.into(),
-                    _ => unreachable!("matched above"),
-                };
+        match e {
+            MergeError::Run(e) => e.into(),
+            MergeError::Store(e) => e.into(),
+            e => {
+                let hint = merge_hint(&e);
+                with_hint(CommandError::from_error(exit::ERROR, &e), hint)
             }
-            E::NoTarget { target } => Some(format!(
-                "create it again where it was (`git branch {target} <commit>`), then rerun"
+        }
+    }
+}
+
+/// What to do about a merge queue's or hand landing's failure.
+fn merge_hint(e: &MergeError) -> Option<String> {
+    use MergeError as E;
+    match e {
+        E::Store(e) | E::Scratch(e) => store_hint(e),
+        E::Run(_) => None,
+        E::NoTarget { target } => Some(format!(
+            "create it again where it was (`git branch {target} <commit>`), then rerun"
+        )),
+        E::PushRefused { .. } => Some(
+            "`git orch verify` on the candidate and the remote's hook output say why".to_owned(),
+        ),
+        E::Unpublished { target, remote } => Some(format!(
+            "push them through your usual review first, or work from a clone whose {target} matches {remote}"
+        )),
+        E::TargetMoving { .. } | E::MovedHere { .. } => {
+            Some("try again: another process landed at the same time".to_owned())
+        }
+        E::LeaseLost { .. } => {
+            Some("another worker lands the queue now; this one's attempts wait for it".to_owned())
+        }
+        E::Settings(_) => Some("fix .orch/config at the run's base commit".to_owned()),
+        E::NoRun(_) => {
+            Some("`git orch status` without an argument shows the newest run".to_owned())
+        }
+        E::Checkout { problem, .. } => Some(landing_hint(problem)),
+        E::NoBranch(_) | E::Refused(_) => None,
+    }
+}
+
+/// What to do about a plan whose latest decision does not approve it.
+pub fn verdict_hint(verdict: &crate::approval::Verdict) -> Option<String> {
+    use crate::approval::Verdict as V;
+    Some(match verdict {
+        V::Valid { .. } => return None,
+        V::NoDecision { current } => format!(
+            "review it with `git orch plan show {id}`, then `git orch approve {id}`",
+            id = current.plan.id
+        ),
+        V::Revise { .. } => {
+            "store a new revision with `git orch plan add`, then approve it".to_owned()
+        }
+        V::Stale { current, .. } => format!(
+            "review the change with `git orch plan diff {id}`, then `git orch approve {id}`",
+            id = current.plan.id
+        ),
+        V::Unsigned { current, .. } => format!(
+            "approve again with `git orch approve {} --sign`",
+            current.plan.id
+        ),
+        V::Unrecorded { current, .. } => format!(
+            "check it with `git orch fsck`; if the plan is what you want, `git orch approve {}`",
+            current.plan.id
+        ),
+    })
+}
+
+/// What to do about a run a worker leaves alone.
+pub fn skip_hint(cause: &crate::worker::SkipCause) -> Option<String> {
+    use crate::worker::SkipCause as S;
+    match cause {
+        S::NotApproved(verdict) => verdict_hint(verdict),
+        S::Failing { persists: true } => Some("`git orch sync` and `git orch fsck` show whether this clone lacks state; check the remote is reachable".to_owned()),
+        S::Failing { persists: false } => None,
+        S::Config => Some("this worker leaves the run to others; fix it (`git orch agents` checks every agent), then start the worker again".to_owned()),
+        S::Landing(problem) | S::Following(Some(problem)) => Some(landing_hint(problem)),
+        S::Following(None) => None,
+    }
+}
+
+/// What a person does about a landing that was refused, or a checkout
+/// that could not follow one.
+pub fn landing_hint(problem: &LandingProblem) -> String {
+    match problem.innermost() {
+        LandingProblem::CheckoutInTheWay { .. } => "commit, move or remove your changes to those files, then run `git orch merge` (git-orch never stashes, resets or deletes your files; other changes there are fine)".to_owned(),
+        LandingProblem::CheckoutNotMoved { fix, .. } => {
+            format!("finish it with `{fix}`, or `git orch fsck` to see it again")
+        }
+        LandingProblem::InterruptedLanding { .. } => {
+            unreachable!("innermost is never an interrupted landing")
+        }
+    }
+}
+
+/// A landing refused: exit 3, and what to do.
+impl From<LandingProblem> for CommandError {
+    fn from(problem: LandingProblem) -> Self {
+        CommandError::with_code(exit::BLOCKED, problem.to_string()).hint(landing_hint(&problem))
+    }
+}
+
+/// A hand landing refused: exit 3, and what to do.
+impl From<Refusal> for CommandError {
+    fn from(refusal: Refusal) -> Self {
+        use Refusal as R;
+        let hint = match &refusal {
+            R::ChangedSinceApproval { branch, .. } => Some(format!(
+                "review the change, then `git orch approve --branch {branch}` again"
             )),
-            E::PushRefused { .. } => Some(
-                "`git orch verify` on the candidate and the remote's hook output say why"
-                    .to_owned(),
-            ),
-            E::Unpublished { target, remote } => Some(format!(
-                "push them through your usual review first, or work from a clone whose {target} matches {remote}"
+            R::NotApproved { branch, .. } => Some(format!(
+                "review it, then `git orch approve --branch {branch}`"
             )),
-            E::TargetMoving { .. } | E::MovedHere { .. } => {
-                Some("try again: another process landed at the same time".to_owned())
-            }
-            E::LeaseLost { .. } => Some(
-                "another worker lands the queue now; this one's attempts wait for it".to_owned(),
-            ),
-            E::Settings(_) => Some("fix .orch/config at the run's base commit".to_owned()),
-            E::NoRun(_) => {
-                Some("`git orch status` without an argument shows the newest run".to_owned())
-            }
-            E::Checkout(_) | E::Scratch(_) | E::NoBranch(_) | E::Refused(_) => None,
+            R::Unsigned { branch } => Some(format!(
+                "approve it again with `git orch approve --branch {branch} --sign --again`"
+            )),
+            R::Conflict { branch, target, .. } => Some(format!(
+                "merge or rebase {branch} onto {target} by hand, approve the result, and land it"
+            )),
+            R::GateFailed { landing, .. } => Some(format!(
+                "the gate's output is under .git/orch/logs/{landing}/"
+            )),
+            R::Checkout(problem) => Some(landing_hint(problem)),
+            R::ApprovalUnusable { .. }
+            | R::AlreadyContained { .. }
+            | R::NothingToLand { .. }
+            | R::Interrupted => None,
         };
-        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+        with_hint(
+            CommandError::with_code(exit::BLOCKED, refusal.to_string()),
+            hint,
+        )
     }
 }
 
@@ -384,11 +580,62 @@ impl From<crate::worker::WorkerError> for CommandError {
     }
 }
 
+impl From<crate::fsck::FsckError> for CommandError {
+    fn from(e: crate::fsck::FsckError) -> Self {
+        use crate::fsck::FsckError as E;
+        match e {
+            E::Store(e) => e.into(),
+            E::Run(e) => e.into(),
+            E::Merge(e) => e.into(),
+            E::Hook(e) => e.into(),
+            e @ E::NothingToAccept { .. } => CommandError::from_error(exit::ERROR, &e)
+                .hint("`git orch fsck` lists what it finds"),
+        }
+    }
+}
+
+impl From<crate::hooks::HookError> for CommandError {
+    fn from(e: crate::hooks::HookError) -> Self {
+        use crate::hooks::HookError as E;
+        let hint = match &e {
+            E::Input { .. } => Some(
+                "git runs this hook and writes that input itself; to run it by hand, give it lines in git's format",
+            ),
+            E::Replaced { .. } => Some(
+                "a tool replaced git-orch's hook after it was installed; decide which hook to keep, remove the other file, then install again",
+            ),
+            E::Globs(_) => {
+                Some("the owned globs come from the subtask of the plan; fix them there")
+            }
+            E::Io { .. } | E::Store(_) | E::Process(_) | E::State(_) => None,
+        };
+        with_hint(
+            CommandError::from_error(exit::ERROR, &e),
+            hint.map(str::to_owned),
+        )
+    }
+}
+
+impl From<crate::agent::AgentError> for CommandError {
+    fn from(e: crate::agent::AgentError) -> Self {
+        let hint = e.fix();
+        with_hint(CommandError::from_error(exit::ERROR, &e), hint)
+    }
+}
+
 impl From<crate::lead::LeadError> for CommandError {
     fn from(e: crate::lead::LeadError) -> Self {
         use crate::lead::LeadError as E;
         let hint = match &e {
             E::NoBase => Some("commit something first, or give --base".to_owned()),
+            E::Agent(a) => a.fix(),
+            E::Sandbox(s) => s.fix(),
+            E::Store(_) => {
+                let E::Store(e) = e else {
+                    unreachable!("matched above")
+                };
+                return e.into();
+            }
             E::BadBase(_) => Some("give a branch, tag or commit id".to_owned()),
             E::Missing { .. } => Some(
                 "install it, or choose another agent with --agent (git orch agents lists them)"
@@ -508,12 +755,56 @@ mod tests {
     }
 
     #[test]
+    fn a_sandbox_bind_that_cannot_work_gets_its_fix_as_the_hint() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let missing = dir.path().join("no-such-folder");
+        let hidden = crate::sandbox::binds::Hidden {
+            home: None,
+            git_dir: None,
+            private_homes: None,
+        };
+        let bind = crate::sandbox::binds::check(std::slice::from_ref(&missing), &[], &hidden)
+            .expect_err("it does not exist");
+        let e = CommandError::from(RunError::Sandbox(bind.into()));
+        assert_eq!(e.code, exit::CONFIG);
+        assert!(
+            e.message
+                .starts_with(&format!("[sandbox] roBind = {}: ", missing.display())),
+            "{}",
+            e.render()
+        );
+        assert_eq!(
+            e.hints,
+            ["create it, or remove the line from .orch/config"],
+            "{}",
+            e.render()
+        );
+    }
+
+    #[test]
     fn exit_codes_come_from_the_type() {
         let plan = crate::ids::PlanId::new("p").unwrap();
         let run = crate::ids::RunId::new("r").unwrap();
         let task = crate::ids::TaskId::new("t").unwrap();
         let code = |e: RunError| CommandError::from(e).code;
-        assert_eq!(code(RunError::NotApproved("no".into())), exit::BLOCKED);
+        let current = Box::new(crate::plan::revisions::PlanRevision {
+            plan: crate::plan::format::parse(
+                br#"{"version":1,"id":"p","instruction":"x","subtasks":[{"id":"t","title":"t","owned_globs":["a"],"deliverable":"d","verification":"v"}]}"#,
+            )
+            .expect("a plan"),
+            revision: 1,
+            hash: "h".into(),
+            commit: crate::store::Oid::from_hex(&[b'0'; 40]).expect("an id"),
+        });
+        let e = CommandError::from(RunError::NotApproved {
+            run: None,
+            verdict: Box::new(crate::approval::Verdict::NoDecision { current }),
+        });
+        assert_eq!(e.code, exit::BLOCKED);
+        assert_eq!(
+            e.render(),
+            "refusing to run: plan p revision 1 has no approval\nhint: review it with `git orch plan show p`, then `git orch approve p`"
+        );
         assert_eq!(code(RunError::UnknownTask { plan, task }), exit::USAGE);
         assert_eq!(
             code(RunError::WorkersRun { run: run.clone() }),

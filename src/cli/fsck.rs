@@ -47,11 +47,11 @@ pub struct FsckArgs {
 }
 
 fn parse_rewrite(value: &str) -> Result<(crate::ids::WriterId, u64), String> {
-    fsck::parse_rewrite(value)
+    fsck::parse_rewrite(value).map_err(|e| e.to_string())
 }
 
 fn fsck_error(e: fsck::FsckError) -> CommandError {
-    CommandError::error(e.to_string())
+    e.into()
 }
 
 pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
@@ -95,8 +95,15 @@ pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
         });
     }
     if args.repair {
-        for line in fsck::repair(&store).map_err(fsck_error)? {
+        let repairs = fsck::repair(&store).map_err(fsck_error)?;
+        for line in &repairs.done {
             output::status(&format!("repair: {line}"));
+        }
+        for problem in &repairs.unsettled {
+            output::status(&format!(
+                "repair: {problem}\nhint: {}",
+                super::error::landing_hint(problem)
+            ));
         }
     }
     let report = fsck::check(&store).map_err(fsck_error)?;

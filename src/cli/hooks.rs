@@ -133,5 +133,5 @@ pub fn run(cli: &Cli, args: &HooksArgs) -> CommandResult {
 
 /// A hook failure as a command error.
 pub fn hook_error(e: crate::hooks::HookError) -> CommandError {
-    CommandError::error(e.to_string())
+    e.into()
 }

@@ -149,7 +149,7 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
         r
     });
     match outcome? {
-        Outcome::Refused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
+        Outcome::Refused(refusal) => Err(refusal.into()),
         Outcome::Landed {
             landing,
             approval,
@@ -157,7 +157,10 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
             warnings,
         } => {
             for w in &warnings {
-                output::status(&format!("warning: {w}"));
+                output::status(&format!(
+                    "warning: {w}\nhint: {}",
+                    super::error::landing_hint(w)
+                ));
             }
             if args.json {
                 output::Out::new().line(

@@ -69,8 +69,11 @@ fn land_all(
                 reason: reason.clone(),
             });
         }
-        for why in &one.warnings {
-            renderer.handle(Progress::Warning(why.clone()));
+        for problem in &one.warnings {
+            renderer.handle(Progress::Landing {
+                problem: problem.clone(),
+                stops: false,
+            });
         }
         // How each landing ended, in the log's words (a failed landing is a
         // retry due, or a spent budget).
@@ -143,7 +146,7 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
             "run": r.id,
             "landed": report.landed,
             "failed": report.failed,
-            "refused": report.refused,
+            "refused": report.refused.as_ref().map(ToString::to_string),
             "gate_runs": report.gate_runs,
             "awaiting_approval": report.held.iter().map(|(a, branch, paths)| {
                 serde_json::json!({"attempt": a, "branch": branch, "control_paths": paths})
@@ -151,8 +154,8 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         });
         output::Out::new().line(&json.to_string());
     }
-    if let Some(why) = report.refused {
-        return Err(CommandError::with_code(exit::BLOCKED, why));
+    if let Some(problem) = report.refused {
+        return Err(problem.into());
     }
     for (attempt, branch, paths) in &report.held {
         output::status(&format!(

@@ -191,7 +191,11 @@ pub fn read_plan_file(path: &str) -> Result<Vec<u8>, CommandError> {
 }
 
 fn parse_plan(bytes: &[u8], origin: &str) -> Result<Plan, CommandError> {
-    format::parse(bytes).map_err(|e| CommandError::error(format!("{origin}: {e}")))
+    format::parse(bytes).map_err(|e| {
+        let mut out = CommandError::from(e);
+        out.message = format!("{origin}: {}", out.message);
+        out
+    })
 }
 
 fn plan_id(text: &str) -> Result<PlanId, CommandError> {

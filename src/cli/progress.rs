@@ -82,6 +82,7 @@ pub fn plain_line(p: &Progress) -> String {
         },
         Progress::Stopping(why) => format!("stopping: {why}"),
         Progress::Warning(why) => format!("warning: {why}"),
+        Progress::Landing { problem, stops } => landing_note(problem, *stops),
         Progress::Landed(label) => {
             let (task, n) = split_label(label);
             match n {
@@ -418,6 +419,10 @@ impl Renderer {
                 s.notes.push(format!("stopping: {why}"));
             }
             Progress::Warning(why) => s.notes.push(format!("warning: {why}")),
+            Progress::Landing { problem, stops } => {
+                s.stopping |= stops;
+                s.notes.push(landing_note(&problem, stops));
+            }
             Progress::Landed(label) => {
                 let (task, attempt) = split_label(&label);
                 let row = s.row(task);
@@ -697,6 +702,16 @@ impl State {
         self.drawn = lines.len();
         self.last_frame = lines;
     }
+}
+
+/// A refused landing (the run stops) or a checkout that could not follow
+/// one, with what to do about it.
+fn landing_note(problem: &crate::run::progress::LandingProblem, stops: bool) -> String {
+    let what = if stops { "stopping" } else { "warning" };
+    format!(
+        "{what}: {problem}\nhint: {}",
+        super::error::landing_hint(problem)
+    )
 }
 
 #[cfg(test)]

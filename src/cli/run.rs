@@ -302,7 +302,11 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         let queue = std::sync::Arc::new(queue);
         let lander: run::progress::Lander = std::sync::Arc::new(move |cancel| {
             let q = queue.clone();
-            Box::pin(async move { q.land_next(&cancel).await.map_err(|e| e.to_string()) })
+            Box::pin(async move {
+                q.land_next(&cancel)
+                    .await
+                    .map_err(|e| -> run::progress::LandError { Box::new(e) })
+            })
         });
         lander
     };
@@ -426,7 +430,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                 crate::agent::price::usd(budget)
             ),
         )),
-        DriveOutcome::LandingRefused(why) => Err(CommandError::with_code(exit::BLOCKED, why)),
+        DriveOutcome::LandingRefused(problem) => Err(problem.into()),
         DriveOutcome::Broken(why) => Err(CommandError::with_code(
             exit::BROKEN,
             format!(

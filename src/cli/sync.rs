@@ -36,7 +36,7 @@ pub fn run(cli: &Cli, args: &SyncArgs) -> CommandResult {
             "merged": report.merged,
             "pushed": report.pushed,
             "rounds": report.rounds,
-            "warnings": report.warnings,
+            "warnings": report.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "rewrites": report.rewrites.iter().map(|r| serde_json::json!({
                 "writer": r.writer,
                 "before": r.before.to_string(),
@@ -65,7 +65,10 @@ pub fn run(cli: &Cli, args: &SyncArgs) -> CommandResult {
         }
     ));
     for w in &report.warnings {
-        output::status(&format!("warning: {w}"));
+        output::status(&format!(
+            "warning: {w}\nhint: {}",
+            super::error::sync_hint(w)
+        ));
     }
     for r in &report.refused {
         output::status(&format!(

@@ -123,8 +123,11 @@ fn render(renderer: &progress::Renderer, model: &Model, r: Report) {
         Report::LeaseLost { run, task } => renderer.note(&format!(
             "  {task:<24} another worker took the claim on {run}/{task}; stopping the attempt here"
         )),
-        Report::Skipped { run, why } => {
-            renderer.note(&format!("run {run}: not working it here: {why}"))
+        Report::Skipped { run, why, cause } => {
+            let hint = super::error::skip_hint(&cause)
+                .map(|h| format!("\nhint: {h}"))
+                .unwrap_or_default();
+            renderer.note(&format!("run {run}: not working it here: {why}{hint}"))
         }
         Report::SyncFailed(why) => renderer.note(&format!("sync failed (will try again): {why}")),
         Report::PushFailed {

@@ -241,7 +241,7 @@ pub async fn evaluate(
                     Some(prev) => Verdict::reused(prev, &prev.gate, def.mode),
                     None => match (&sandbox, checkout.ready(subject).await) {
                         (Err(why), _) => unconfinable(def, why),
-                        (_, Err(why)) => unconfinable(def, &why),
+                        (_, Err(why)) => unconfinable(def, &why.to_string()),
                         (Ok(sb), Ok(dir)) => {
                             started(&def.name);
                             let confinement = command::Confinement {
@@ -271,7 +271,7 @@ pub async fn evaluate(
                     },
                     Ok(_) if let Err(why) = &sandbox => unconfinable(def, why),
                     Ok(spec) => match checkout.ready(subject).await {
-                        Err(why) => unconfinable(def, &why),
+                        Err(why) => unconfinable(def, &why.to_string()),
                         Ok(dir) => {
                             let so_far: Vec<String> = verdicts
                                 .iter()
@@ -324,13 +324,22 @@ enum Checkout {
         guard: crate::store::scratch::ScratchGuard,
         used: bool,
     },
-    Failed(String),
+    Failed(CheckoutFailed),
+}
+
+/// The result could not be checked out for a command gate.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the result could not be checked out{}: {why}", if *again { " again" } else { "" })]
+struct CheckoutFailed {
+    /// Putting it back after an earlier gate failed.
+    again: bool,
+    why: String,
 }
 
 impl Checkout {
     /// Its folder, at exactly the result: made now if it was not yet,
     /// put back if an earlier gate ran in it.
-    async fn ready(&mut self, subject: &Subject) -> Result<PathBuf, String> {
+    async fn ready(&mut self, subject: &Subject) -> Result<PathBuf, CheckoutFailed> {
         let (dir, scratch, result) = (
             subject.common_dir.clone(),
             subject.scratch.clone(),
@@ -353,7 +362,10 @@ impl Checkout {
                         guard,
                         used: false,
                     },
-                    Err(e) => Checkout::Failed(format!("the result could not be checked out: {e}")),
+                    Err(e) => Checkout::Failed(CheckoutFailed {
+                        again: false,
+                        why: e.to_string(),
+                    }),
                 };
             }
             Checkout::Made { used: true, .. } => {
@@ -368,7 +380,10 @@ impl Checkout {
                     // The guard's drop removes what is there.
                     let old = std::mem::replace(
                         self,
-                        Checkout::Failed(format!("the result could not be checked out again: {e}")),
+                        Checkout::Failed(CheckoutFailed {
+                            again: true,
+                            why: e.to_string(),
+                        }),
                     );
                     old.remove().await;
                 }

@@ -66,11 +66,7 @@ pub fn current_branch(worktree: &Path) -> Result<Option<String>, HookError> {
 /// (additions, modifications, deletions and both names of a rename).
 /// Globs that cannot be read refuse everything: the hook fails closed.
 pub fn outside_paths(worktree: &Path, globs: &[String]) -> Result<Vec<String>, HookError> {
-    let ownership = crate::plan::glob::Ownership::new(globs).map_err(|e| {
-        HookError::State(format!(
-            "{e}\nhint: the owned globs come from the subtask of the plan; fix them there"
-        ))
-    })?;
+    let ownership = crate::plan::glob::Ownership::new(globs).map_err(HookError::Globs)?;
     let staged =
         Git::new(worktree).run(["diff", "--cached", "--name-only", "--no-renames", "-z"])?;
     Ok(staged

@@ -169,11 +169,10 @@ pub fn install(dir: &Path, hook: Hook, exe: &Path) -> Result<Installed, HookErro
                 changed,
             })
         }
-        Some(_) if chained_exists => Err(HookError::Install(format!(
-            "{} is not git-orch's hook, and {} already holds another one\nhint: a tool replaced git-orch's hook after it was installed; decide which hook to keep, remove the other file, then install again",
-            path.display(),
-            chained.display()
-        ))),
+        Some(_) if chained_exists => Err(HookError::Replaced {
+            hook: path,
+            chained,
+        }),
         Some(_) => {
             // The shim is made complete beside the hook before the hook
             // moves, so a failure leaves the original where it was.

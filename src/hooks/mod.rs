@@ -21,17 +21,20 @@ use crate::store::{Oid, Store, StoreError};
 /// What stops a hook from reaching a verdict, or an install from finishing.
 #[derive(Debug, thiserror::Error)]
 pub enum HookError {
-    #[error(
-        "line {line} of the {hook} hook's input is not `{expected}`: {text:?}\nhint: git runs this hook and writes that input itself; to run it by hand, give it lines in git's format"
-    )]
+    #[error("line {line} of the {hook} hook's input is not `{expected}`: {text:?}")]
     Input {
         hook: &'static str,
         line: usize,
         expected: &'static str,
         text: String,
     },
-    #[error("{0}")]
-    Install(String),
+    /// A hook file is not git-orch's, and the place its own hook would be
+    /// chained from already holds another.
+    #[error("{} is not git-orch's hook, and {} already holds another one", hook.display(), chained.display())]
+    Replaced {
+        hook: std::path::PathBuf,
+        chained: std::path::PathBuf,
+    },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -45,6 +48,10 @@ pub enum HookError {
     /// The recorded state cannot answer (a run whose plan is missing).
     #[error("{0}")]
     State(String),
+    /// The owned globs of the attempt's subtask cannot be read: the hook
+    /// fails closed.
+    #[error("{0}")]
+    Globs(#[source] crate::plan::glob::OwnershipError),
 }
 
 impl HookError {

@@ -376,7 +376,7 @@ fn check_event(
     }
     let record = match Record::from_json(&store.read_blob(blob)?) {
         Ok(r) => r,
-        Err(why) => return Ok(Some(why)),
+        Err(why) => return Ok(Some(why.to_string())),
     };
     if record.clock > MAX_CLOCK {
         return Ok(Some(format!(

@@ -101,7 +101,7 @@ pub enum LeadError {
     OutInGitDir { out: PathBuf, git_dir: PathBuf },
     /// The sandbox `.orch/config` asks for cannot work here.
     #[error("{0}")]
-    Sandbox(String),
+    Sandbox(#[source] crate::sandbox::SandboxError),
     #[error("{0}")]
     Review(#[from] approval::ReviewError),
     #[error("{0}")]
@@ -382,8 +382,7 @@ pub async fn run(
         ),
     };
     let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)?;
-    let sandbox = crate::sandbox::resolve(&settings.sandbox)
-        .map_err(|e| LeadError::Sandbox(e.to_string()))?;
+    let sandbox = crate::sandbox::resolve(&settings.sandbox).map_err(LeadError::Sandbox)?;
     let spec = AgentSpec::resolve(&opts.agent, &settings.agents)?;
     if let Some(program) = agent::probe_program(&spec)
         && !crate::process::on_path(&program)
@@ -535,7 +534,11 @@ pub async fn run(
                 match format::parse(&bytes) {
                     Err(e) => {
                         outcome = PlanRoundOutcome::Invalid;
-                        problems = vec![format!("- the file is not a valid plan: {e}")];
+                        let suggestion = e
+                            .suggestion()
+                            .map(|k| format!(" (did you mean `{k}`?)"))
+                            .unwrap_or_default();
+                        problems = vec![format!("- the file is not a valid plan: {e}{suggestion}")];
                     }
                     Ok(plan) => {
                         let mut review = approval::review(store, &plan, Some(&base.to_string()))?;

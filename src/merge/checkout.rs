@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::MergeError;
 use crate::process::Git;
+use crate::run::progress::LandingProblem;
 use crate::store::{Oid, Store};
 
 /// A checkout being moved from `old` to `new`.
@@ -56,14 +57,14 @@ fn marker_path(store: &Store, path: &Path) -> PathBuf {
     markers_dir(store).join(format!("{}.json", &hash.to_hex()[..16]))
 }
 
-/// Why a landing may not move the target: the checkouts and paths in the
-/// way, as a message naming them and the fix.
+/// Why a landing may not move the target: the checkout and the paths in
+/// the way.
 pub fn blocking_paths(
     store: &Store,
     target_ref: &str,
     old: Oid,
     new: Oid,
-) -> Result<Option<String>, MergeError> {
+) -> Result<Option<LandingProblem>, MergeError> {
     let checkouts = store.checkouts_of(target_ref)?;
     if checkouts.is_empty() {
         return Ok(None);
@@ -90,16 +91,12 @@ pub fn blocking_paths(
         if !in_the_way.is_empty() {
             let shown: Vec<&str> = in_the_way.iter().take(10).map(String::as_str).collect();
             let more = in_the_way.len().saturating_sub(shown.len());
-            return Ok(Some(format!(
-                "{branch} is checked out at {} and the landing changes files you have changed there: {}{}\nhint: commit, move or remove your changes to those files, then run `git orch merge` (git-orch never stashes, resets or deletes your files; other changes there are fine)",
-                path.display(),
-                shown.join(", "),
-                if more > 0 {
-                    format!(" and {more} more")
-                } else {
-                    String::new()
-                }
-            )));
+            return Ok(Some(LandingProblem::CheckoutInTheWay {
+                branch: branch.to_owned(),
+                checkout: path,
+                paths: shown.into_iter().map(str::to_owned).collect(),
+                more,
+            }));
         }
     }
     Ok(None)
@@ -145,7 +142,7 @@ pub fn cancel(store: &Store, moves: &[Move]) {
 
 /// Moves each checkout; returns a message for each that could not be
 /// moved (its marker stays, for `recover` and `git orch fsck`).
-pub fn finish(store: &Store, moves: &[Move]) -> Vec<String> {
+pub fn finish(store: &Store, moves: &[Move]) -> Vec<LandingProblem> {
     let mut problems = Vec::new();
     for m in moves {
         // The new tip's objects may be ones git-orch just wrote and a
@@ -156,14 +153,14 @@ pub fn finish(store: &Store, moves: &[Move]) -> Vec<String> {
             Ok(_) => {
                 let _ = std::fs::remove_file(marker_path(store, &m.path));
             }
-            Err(e) => problems.push(format!(
-                "{} moved to {} but its checkout at {} still holds the files of {} ({e})\nhint: finish it with `{}`, or `git orch fsck` to see it again",
-                m.branch.trim_start_matches("refs/heads/"),
-                &m.new[..12.min(m.new.len())],
-                m.path.display(),
-                &m.old[..12.min(m.old.len())],
-                m.fix()
-            )),
+            Err(e) => problems.push(LandingProblem::CheckoutNotMoved {
+                branch: m.branch.trim_start_matches("refs/heads/").to_owned(),
+                checkout: m.path.clone(),
+                old: m.old.clone(),
+                new: m.new.clone(),
+                why: e.to_string(),
+                fix: m.fix(),
+            }),
         }
     }
     problems
@@ -185,7 +182,7 @@ pub fn pending(store: &Store) -> Vec<Move> {
 /// at the move's new commit is moved (when its index still holds the old
 /// tree); one whose branch never moved is forgotten. Returns what could
 /// not be finished.
-pub fn recover(store: &Store) -> Result<Vec<String>, MergeError> {
+pub fn recover(store: &Store) -> Result<Vec<LandingProblem>, MergeError> {
     let mut problems = Vec::new();
     for m in pending(store) {
         let tip = store.ref_target(&m.branch)?.map(|t| t.to_string());

@@ -26,6 +26,7 @@ use super::checkout;
 use crate::config::Settings;
 use crate::event::{Event, GateMode, Verdict};
 use crate::gate::{GateDef, GateKind};
+use crate::run::progress::LandingProblem;
 use crate::state::{BranchApproval, BranchLanding, SharedIndex};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
@@ -46,7 +47,7 @@ pub struct Request {
 }
 
 /// How a hand landing ended.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Outcome {
     /// The target moved; the record as written, the integration gate
     /// commands that ran, and checkouts that could not follow.
@@ -54,12 +55,77 @@ pub enum Outcome {
         landing: Box<BranchLanding>,
         approval: Box<BranchApproval>,
         gate_runs: usize,
-        warnings: Vec<String>,
+        warnings: Vec<LandingProblem>,
     },
     /// Nothing moved, for a reason a person must act on (exit 3): no
     /// approval for this tree, a conflict, a failing integration gate, a
     /// checkout in the way.
-    Refused(String),
+    Refused(Refusal),
+}
+
+/// Why a hand landing did not go ahead: each a situation a person acts
+/// on. What to do about each is the CLI's hint.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "branch {branch} changed after it was approved: the approval by {approver} is for tree {} (commit {}), the branch is now at {} (tree {tree})",
+        short(approved_tree),
+        short(approval),
+        short(tip)
+    )]
+    ChangedSinceApproval {
+        branch: String,
+        approver: String,
+        approved_tree: String,
+        approval: String,
+        tip: String,
+        tree: String,
+    },
+    #[error("branch {branch} is not approved for landing (tree {tree})")]
+    NotApproved { branch: String, tree: String },
+    #[error("the approval of branch {branch} is unusable: {why}")]
+    ApprovalUnusable {
+        branch: String,
+        #[source]
+        why: crate::approval::NotOurDecision,
+    },
+    #[error(
+        "orch.requireSignedApprovals is set and the approval of branch {branch} has no valid signature"
+    )]
+    Unsigned { branch: String },
+    #[error(
+        "{target} already contains branch {branch} at {}: nothing to land",
+        short(tip)
+    )]
+    AlreadyContained {
+        target: String,
+        branch: String,
+        tip: String,
+    },
+    #[error("branch {branch} conflicts with {target} in {}", paths.join(", "))]
+    Conflict {
+        branch: String,
+        target: String,
+        paths: Vec<String>,
+    },
+    #[error("{target} already has every change of branch {branch}: nothing to land")]
+    NothingToLand { target: String, branch: String },
+    #[error("interrupted while the integration gate ran; nothing landed")]
+    Interrupted,
+    #[error(
+        "the integration gate failed on branch {branch} on top of {target}: {gate} {status}: {summary}"
+    )]
+    GateFailed {
+        branch: String,
+        target: String,
+        gate: String,
+        status: &'static str,
+        summary: String,
+        /// The landing's id: its gate output is under `.git/orch/logs/<landing>/`.
+        landing: String,
+    },
+    #[error(transparent)]
+    Checkout(#[from] LandingProblem),
 }
 
 /// Why a branch may land, or why not (a refusal message).
@@ -69,7 +135,7 @@ pub fn approval_for(
     branch: &str,
     tip: Oid,
     tree: Oid,
-) -> Result<Result<BranchApproval, String>, MergeError> {
+) -> Result<Result<BranchApproval, Refusal>, MergeError> {
     let tree_hex = tree.to_string();
     let (for_tree, of_branch) = state.read(store, |index| {
         Ok::<_, MergeError>((
@@ -79,23 +145,26 @@ pub fn approval_for(
     })?;
     let Some(approval) = for_tree else {
         return Ok(Err(match of_branch {
-            Some(a) => format!(
-                "branch {branch} changed after it was approved: the approval by {} is for tree {} (commit {}), the branch is now at {} (tree {tree_hex})\nhint: review the change, then `git orch approve --branch {branch}` again",
-                a.approver,
-                short(&a.tree),
-                short(&a.commit),
-                short(&tip.to_string())
-            ),
-            None => format!(
-                "branch {branch} is not approved for landing (tree {tree_hex})\nhint: review it, then `git orch approve --branch {branch}`"
-            ),
+            Some(a) => Refusal::ChangedSinceApproval {
+                branch: branch.to_owned(),
+                approver: a.approver,
+                approved_tree: a.tree,
+                approval: a.commit,
+                tip: tip.to_string(),
+                tree: tree_hex,
+            },
+            None => Refusal::NotApproved {
+                branch: branch.to_owned(),
+                tree: tree_hex,
+            },
         }));
     };
     let approval_commit = store.parse_oid(&approval.approval)?;
     if let Err(why) = crate::approval::read_branch_approval(store, approval_commit, &tree_hex) {
-        return Ok(Err(format!(
-            "the approval of branch {branch} is unusable: {why}"
-        )));
+        return Ok(Err(Refusal::ApprovalUnusable {
+            branch: branch.to_owned(),
+            why,
+        }));
     }
     let require_signed = store
         .config_get("orch.requireSignedApprovals")?
@@ -104,9 +173,9 @@ pub fn approval_for(
         && !(store.commit_info(approval_commit)?.signed
             && store.signature_valid(approval_commit)?)
     {
-        return Ok(Err(format!(
-            "orch.requireSignedApprovals is set and the approval of branch {branch} has no valid signature\nhint: approve it again with `git orch approve --branch {branch} --sign --again`"
-        )));
+        return Ok(Err(Refusal::Unsigned {
+            branch: branch.to_owned(),
+        }));
     }
     Ok(Ok(approval))
 }
@@ -165,7 +234,7 @@ pub async fn land(
     )?;
     // A checkout a dead lander did not move yet comes first.
     if let Some(problem) = checkout::recover(&store)?.into_iter().next() {
-        return Ok(Outcome::Refused(problem));
+        return Ok(Outcome::Refused(problem.into()));
     }
     let landing = format!(
         "land-{}",
@@ -201,12 +270,11 @@ pub async fn land(
                 target: req.target.clone(),
             })?;
         if old == tip || store.is_ancestor(tip, old)? {
-            return Ok(Outcome::Refused(format!(
-                "{} already contains branch {} at {}: nothing to land",
-                req.target,
-                req.branch,
-                short(&tip.to_string())
-            )));
+            return Ok(Outcome::Refused(Refusal::AlreadyContained {
+                target: req.target.clone(),
+                branch: req.branch.clone(),
+                tip: tip.to_string(),
+            }));
         }
         let settings = Settings::from_values(&store.project_config(Some(old))?)
             .map_err(MergeError::Settings)?;
@@ -259,25 +327,21 @@ pub async fn land(
         let (new, commits) = match candidate::build(&store, strategy, old, &entry, &names)? {
             Built::Commits { tip, commits } => (tip, commits),
             Built::Conflict(c) => {
-                let paths: Vec<&str> = c.iter().map(|c| c.path.as_str()).collect();
-                return Ok(Outcome::Refused(format!(
-                    "branch {} conflicts with {} in {}\nhint: merge or rebase {} onto {} by hand, approve the result, and land it",
-                    req.branch,
-                    req.target,
-                    paths.join(", "),
-                    req.branch,
-                    req.target
-                )));
+                return Ok(Outcome::Refused(Refusal::Conflict {
+                    branch: req.branch.clone(),
+                    target: req.target.clone(),
+                    paths: c.iter().map(|c| c.path.clone()).collect(),
+                }));
             }
         };
         if store.commit_info(new)?.tree == store.commit_info(old)?.tree {
-            return Ok(Outcome::Refused(format!(
-                "{} already has every change of branch {}: nothing to land",
-                req.target, req.branch
-            )));
+            return Ok(Outcome::Refused(Refusal::NothingToLand {
+                target: req.target.clone(),
+                branch: req.branch.clone(),
+            }));
         }
         if let Some(why) = checkout::blocking_paths(&store, &target_ref, old, new)? {
-            return Ok(Outcome::Refused(why));
+            return Ok(Outcome::Refused(why.into()));
         }
         let (verdicts, ran) = gate(
             &store,
@@ -291,23 +355,21 @@ pub async fn land(
         .await?;
         gate_runs += ran;
         if cancel.is_cancelled() {
-            return Ok(Outcome::Refused(
-                "interrupted while the integration gate ran; nothing landed".into(),
-            ));
+            return Ok(Outcome::Refused(Refusal::Interrupted));
         }
         if let Some(v) = verdicts.iter().find(|v| v.blocks()) {
-            return Ok(Outcome::Refused(format!(
-                "the integration gate failed on branch {} on top of {}: {} {}: {}\nhint: the gate's output is under .git/orch/logs/{landing}/",
-                req.branch,
-                req.target,
-                v.gate,
-                v.status.as_str(),
-                v.summary
-            )));
+            return Ok(Outcome::Refused(Refusal::GateFailed {
+                branch: req.branch.clone(),
+                target: req.target.clone(),
+                gate: v.gate.clone(),
+                status: v.status.as_str(),
+                summary: v.summary.clone(),
+                landing: landing.clone(),
+            }));
         }
         // Again, just before moving: the person may have edited since.
         if let Some(why) = checkout::blocking_paths(&store, &target_ref, old, new)? {
-            return Ok(Outcome::Refused(why));
+            return Ok(Outcome::Refused(why.into()));
         }
         let record = BranchLanding {
             landing: landing.clone(),
@@ -413,7 +475,7 @@ fn swap(
     old: Oid,
     new: Oid,
     record: &BranchLanding,
-) -> Result<Option<Vec<String>>, MergeError> {
+) -> Result<Option<Vec<LandingProblem>>, MergeError> {
     let approval = store.parse_oid(&record.approval)?;
     let mut moved_meanwhile = false;
     store.transact(|store| {

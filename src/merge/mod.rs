@@ -64,10 +64,13 @@ pub enum MergeError {
     )]
     Unpublished { target: String, remote: String },
     /// The checkout of the target cannot follow (files the user changed),
-    /// or following it left files to finish by hand; the text says which
-    /// and how.
-    #[error("{0}")]
-    Checkout(String),
+    /// or following it left files to finish by hand.
+    #[error("{problem}{}", if *following { " (the target cannot follow the remote until then)" } else { "" })]
+    Checkout {
+        problem: Box<crate::run::progress::LandingProblem>,
+        /// Met while bringing the target to the remote's.
+        following: bool,
+    },
     /// A hand landing that cannot go ahead (no shared history, a strategy
     /// that is not one); the text says why.
     #[error("{0}")]

@@ -23,7 +23,7 @@ use crate::event::{Event, Failure, FailureClass, GateMode, Verdict};
 use crate::gate::GateDef;
 use crate::ids::{RunId, TaskId};
 use crate::plan::revisions::PlanRevision;
-use crate::run::progress::LandReport;
+use crate::run::progress::{LandReport, LandingProblem};
 use crate::state::{RunState, SharedIndex, TaskStatus};
 use crate::store::log::Operation;
 use crate::store::refs::{Applied, Expected, RefUpdate};
@@ -523,7 +523,7 @@ impl Queue {
 
     /// Why moving the target from `old` to `new` would touch files a
     /// person changed in a checkout of it, as a refusal message.
-    async fn in_the_way(&self, old: Oid, new: Oid) -> Result<Option<String>, MergeError> {
+    async fn in_the_way(&self, old: Oid, new: Oid) -> Result<Option<LandingProblem>, MergeError> {
         let target_ref = self.target_ref();
         blocking(&self.common_dir, move |store| {
             checkout::blocking_paths(store, &target_ref, old, new)
@@ -960,7 +960,7 @@ impl Queue {
     /// when it still sits where the landing started, voids the record when
     /// someone moved it since. Another clone's landings are never touched. Returns a refusal when a checkout of the target is
     /// dirty (the roll-forward would change the user's files).
-    async fn recover(&self) -> Result<Option<String>, MergeError> {
+    async fn recover(&self) -> Result<Option<LandingProblem>, MergeError> {
         let this = self.clone();
         let refusal = blocking(&self.common_dir, move |store| {
             // A checkout a dead lander did not move yet comes first: until
@@ -1008,10 +1008,11 @@ impl Queue {
             }
             if tip == Some(old) {
                 if let Some(why) = checkout::blocking_paths(store, &target_ref, old, new)? {
-                    return Ok(Some(format!(
-                        "an interrupted landing must move {} to {new}, but {why}",
-                        this.target
-                    )));
+                    return Ok(Some(LandingProblem::InterruptedLanding {
+                        target: this.target.clone(),
+                        new: new.to_string(),
+                        cause: Box::new(why),
+                    }));
                 }
                 let moves = checkout::begin(store, &target_ref, old, new)?;
                 let done = store.apply(&[RefUpdate::set(
@@ -1131,14 +1132,18 @@ fn advance_target(
     why: &str,
 ) -> Result<(), MergeError> {
     if let Some(refusal) = checkout::blocking_paths(store, target_ref, old, new)? {
-        return Err(MergeError::Checkout(format!(
-            "{refusal}\n(the target cannot follow the remote until then)"
-        )));
+        return Err(MergeError::Checkout {
+            problem: Box::new(refusal),
+            following: true,
+        });
     }
     let moves = checkout::begin(store, target_ref, old, new)?;
     if store.apply(&[RefUpdate::set(target_ref, new, Expected::At(old), why)])? == Applied::Done {
         if let Some(problem) = checkout::finish(store, &moves).into_iter().next() {
-            return Err(MergeError::Checkout(problem));
+            return Err(MergeError::Checkout {
+                problem: Box::new(problem),
+                following: false,
+            });
         }
     } else {
         checkout::cancel(store, &moves);

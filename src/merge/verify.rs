@@ -76,7 +76,7 @@ pub fn verify(
         {
             let (ok, reason) = match check_hand(store, &hand, require_signed) {
                 Ok(reason) => (true, reason),
-                Err(reason) => (false, reason),
+                Err(reason) => (false, reason.to_string()),
             };
             out.push(Verification {
                 commit: hex,
@@ -100,7 +100,7 @@ pub fn verify(
         let verdict = check_run(store, &run, &task, attempt, &landing.new, require_signed);
         let (ok, reason) = match verdict {
             Ok(reason) => (true, reason),
-            Err(reason) => (false, reason),
+            Err(reason) => (false, reason.to_string()),
         };
         out.push(Verification {
             commit: hex,
@@ -115,6 +115,75 @@ pub fn verify(
     Ok(out)
 }
 
+/// Why git-orch does not vouch for a landed commit.
+#[derive(Debug, thiserror::Error)]
+enum Unvouched {
+    #[error("run {run} names no approval commit")]
+    RunWithoutApproval { run: String },
+    #[error("the approval {approval} of run {run} is missing")]
+    ApprovalMissing { approval: String, run: String },
+    #[error("the approval of run {run} is unreadable: {source}")]
+    ApprovalUnreadable {
+        run: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the approval {approval} of run {run} is not one git-orch recorded: {why}")]
+    ApprovalNotRecorded {
+        approval: String,
+        run: String,
+        #[source]
+        why: Box<crate::approval::NotOurDecision>,
+    },
+    #[error("run {run}'s plan decision was not an approval")]
+    NotAnApproval { run: String },
+    #[error(
+        "run {run} ran plan hash {ran} but its approval is for {approved} (the plan changed after approval)"
+    )]
+    PlanChanged {
+        run: String,
+        ran: String,
+        approved: String,
+    },
+    #[error("the stored plan of run {run} does not hash to the approved hash")]
+    StoredPlanDiffers { run: String },
+    #[error("the approval of run {run} is not validly signed")]
+    RunUnsigned { run: String },
+    #[error("attempt {task}/{attempt} of run {run} is not recorded")]
+    AttemptUnknown {
+        task: String,
+        attempt: u32,
+        run: String,
+    },
+    #[error("attempt {task}/{attempt} did not pass its gates")]
+    GatesFailed { task: String, attempt: u32 },
+    #[error("the candidate {candidate} did not pass the integration gate")]
+    IntegrationFailed { candidate: String },
+    #[error("the landing of branch {branch} names no approval")]
+    LandingWithoutApproval { branch: String },
+    #[error("the landing of branch {branch} names tree {named}, but its commit has tree {actual}")]
+    TreeDiffers {
+        branch: String,
+        named: String,
+        actual: String,
+    },
+    #[error("the approval of branch {branch} is for commit {approved}, but {landed} landed")]
+    OtherCommit {
+        branch: String,
+        approved: String,
+        landed: String,
+    },
+    #[error("the approval of branch {branch} is not validly signed")]
+    BranchUnsigned { branch: String },
+    #[error("{0}")]
+    BranchApproval(#[source] Box<crate::approval::NotOurDecision>),
+    #[error("{0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The run's plan could not be read.
+    #[error("{0}")]
+    Plan(#[source] Box<crate::run::RunError>),
+}
+
 fn check_run(
     store: &Store,
     run: &RunState,
@@ -122,41 +191,41 @@ fn check_run(
     attempt: u32,
     tip: &str,
     require_signed: bool,
-) -> Result<String, String> {
+) -> Result<String, Unvouched> {
+    use Unvouched as U;
+    let id = || run.id.to_string();
     // The approval the run cites must approve exactly the run's plan hash.
     let approval_commit = store
         .parse_oid(&run.approval)
-        .map_err(|_| format!("run {} names no approval commit", run.id))?;
+        .map_err(|_| U::RunWithoutApproval { run: id() })?;
     let bytes = store
-        .file_at(approval_commit, crate::approval::APPROVAL_FILE)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("the approval {} of run {} is missing", run.approval, run.id))?;
+        .file_at(approval_commit, crate::approval::APPROVAL_FILE)?
+        .ok_or_else(|| U::ApprovalMissing {
+            approval: run.approval.clone(),
+            run: id(),
+        })?;
     let approval: crate::approval::Approval = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the approval of run {} is unreadable: {e}", run.id))?;
+        .map_err(|source| U::ApprovalUnreadable { run: id(), source })?;
     crate::approval::check_decision_commit(store, approval_commit, &approval).map_err(|why| {
-        format!(
-            "the approval {} of run {} is not one git-orch recorded: {why}",
-            run.approval, run.id
-        )
+        U::ApprovalNotRecorded {
+            approval: run.approval.clone(),
+            run: id(),
+            why: Box::new(why),
+        }
     })?;
     if approval.decision != Decision::Approve {
-        return Err(format!(
-            "run {}'s plan decision was not an approval",
-            run.id
-        ));
+        return Err(U::NotAnApproval { run: id() });
     }
     if approval.plan_hash != run.plan_hash {
-        return Err(format!(
-            "run {} ran plan hash {} but its approval is for {} (the plan changed after approval)",
-            run.id, run.plan_hash, approval.plan_hash
-        ));
+        return Err(U::PlanChanged {
+            run: id(),
+            ran: run.plan_hash.clone(),
+            approved: approval.plan_hash,
+        });
     }
-    let rev = crate::run::plan_of(store, run).map_err(|e| e.to_string())?;
+    let rev = crate::run::plan_of(store, run).map_err(|e| U::Plan(Box::new(e)))?;
     if rev.hash != approval.plan_hash {
-        return Err(format!(
-            "the stored plan of run {} does not hash to the approved hash",
-            run.id
-        ));
+        return Err(U::StoredPlanDiffers { run: id() });
     }
     if require_signed {
         let signed = store
@@ -165,10 +234,7 @@ fn check_run(
             .unwrap_or(false)
             && store.signature_valid(approval_commit).unwrap_or(false);
         if !signed {
-            return Err(format!(
-                "the approval of run {} is not validly signed",
-                run.id
-            ));
+            return Err(U::RunUnsigned { run: id() });
         }
     }
     let a = run
@@ -177,9 +243,16 @@ fn check_run(
         .find(|(id, _)| id.as_str() == task)
         .map(|(_, t)| t)
         .and_then(|t| t.attempts.iter().find(|x| x.n == attempt))
-        .ok_or_else(|| format!("attempt {task}/{attempt} of run {} is not recorded", run.id))?;
+        .ok_or_else(|| U::AttemptUnknown {
+            task: task.to_owned(),
+            attempt,
+            run: id(),
+        })?;
     if a.outcome != Some(crate::event::Outcome::Passed) || a.verdicts.iter().any(|v| v.blocks()) {
-        return Err(format!("attempt {task}/{attempt} did not pass its gates"));
+        return Err(U::GatesFailed {
+            task: task.to_owned(),
+            attempt,
+        });
     }
     let on_tip: Vec<_> = run
         .integration
@@ -187,9 +260,9 @@ fn check_run(
         .filter(|i| i.candidate == tip)
         .collect();
     if on_tip.is_empty() || on_tip.iter().any(|i| i.verdict.blocks()) {
-        return Err(format!(
-            "the candidate {tip} did not pass the integration gate"
-        ));
+        return Err(U::IntegrationFailed {
+            candidate: tip.to_owned(),
+        });
     }
     Ok(format!(
         "landed by git-orch from run {} ({task}, attempt {attempt}) of plan {} revision {}, approved by {}",
@@ -204,40 +277,41 @@ fn check_hand(
     store: &Store,
     hand: &crate::state::BranchLanding,
     require_signed: bool,
-) -> Result<String, String> {
+) -> Result<String, Unvouched> {
+    use Unvouched as U;
+    let branch = || hand.branch.clone();
     let approval_commit = store
         .parse_oid(&hand.approval)
-        .map_err(|_| format!("the landing of branch {} names no approval", hand.branch))?;
-    let approval = crate::approval::read_branch_approval(store, approval_commit, &hand.tree)?;
+        .map_err(|_| U::LandingWithoutApproval { branch: branch() })?;
+    let approval = crate::approval::read_branch_approval(store, approval_commit, &hand.tree)
+        .map_err(|e| U::BranchApproval(Box::new(e)))?;
     // The record's tree must be the landed tip's: the content decides.
     if let Ok(tip) = store.parse_oid(&hand.commit)
         && let Ok(info) = store.commit_info(tip)
         && store.parse_oid(&hand.tree).ok() != Some(info.tree)
     {
-        return Err(format!(
-            "the landing of branch {} names tree {}, but its commit has tree {}",
-            hand.branch, hand.tree, info.tree
-        ));
+        return Err(U::TreeDiffers {
+            branch: branch(),
+            named: hand.tree.clone(),
+            actual: info.tree.to_string(),
+        });
     }
     if approval.file.commit != hand.commit {
-        return Err(format!(
-            "the approval of branch {} is for commit {}, but {} landed",
-            hand.branch, approval.file.commit, hand.commit
-        ));
+        return Err(U::OtherCommit {
+            branch: branch(),
+            approved: approval.file.commit,
+            landed: hand.commit.clone(),
+        });
     }
     if require_signed
         && !(approval.signed && store.signature_valid(approval_commit).unwrap_or(false))
     {
-        return Err(format!(
-            "the approval of branch {} is not validly signed",
-            hand.branch
-        ));
+        return Err(U::BranchUnsigned { branch: branch() });
     }
     if hand.verdicts.is_empty() || hand.verdicts.iter().any(|v| v.blocks()) {
-        return Err(format!(
-            "the candidate {} did not pass the integration gate",
-            hand.new
-        ));
+        return Err(U::IntegrationFailed {
+            candidate: hand.new.clone(),
+        });
     }
     Ok(format!(
         "landed by git-orch from branch {} ({}), approved by {}; the integration gate passed",

@@ -113,28 +113,100 @@ impl Plan {
     }
 }
 
-/// Why a plan is not valid.
+/// Why a plan is not valid: one variant per situation, each naming the
+/// field at fault. What to do about it is the CLI's hint (`cli::error`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlanError {
-    #[error(
-        "the plan is {size} bytes; the limit is {MAX_PLAN_BYTES}\nhint: split the work into several plans"
-    )]
+    #[error("the plan is {size} bytes; the limit is {MAX_PLAN_BYTES}")]
     TooLarge { size: usize },
+    #[error("the plan is not UTF-8 text (invalid byte at offset {offset})")]
+    NotUtf8 { offset: usize },
     #[error("the plan is not valid JSON: {message} at line {line}, column {column}")]
     Syntax {
         message: String,
         line: usize,
         column: usize,
     },
-    #[error("{message} at line {line}, column {column}{hint}")]
+    /// Valid JSON of the wrong shape: a missing or unknown field, a value
+    /// of the wrong type.
+    #[error("{message} at line {line}, column {column}")]
     Shape {
         message: String,
         line: usize,
         column: usize,
-        hint: String,
+        /// The field the format does not know, if that is the problem.
+        unknown_field: Option<String>,
+        /// The known field it is closest to, if one is close.
+        suggestion: Option<&'static str>,
     },
-    #[error("{0}")]
-    Invalid(String),
+    #[error("plan version {found} is not supported; this git-orch reads version {PLAN_VERSION}")]
+    UnsupportedVersion { found: u32 },
+    #[error("{what} is {size} bytes; the limit is {MAX_TEXT}")]
+    TextTooLong { what: String, size: usize },
+    #[error("{what} contains the control character {character:?}; remove it")]
+    ControlCharacter { what: String, character: char },
+    #[error("the instruction is empty; say what the plan is for")]
+    EmptyInstruction,
+    /// `target`, or a subtask's `branch`, is no valid branch name.
+    #[error("{what}: {source}")]
+    BadBranch {
+        what: String,
+        #[source]
+        source: BranchNameError,
+    },
+    #[error("the plan has no subtasks; add at least one")]
+    NoSubtasks,
+    #[error("the plan has {count} subtasks; the limit is {MAX_SUBTASKS}")]
+    TooManySubtasks { count: usize },
+    #[error("subtask id {id} appears more than once; ids must be unique")]
+    DuplicateId { id: String },
+    #[error("subtask {id}: the title is empty")]
+    EmptyTitle { id: String },
+    #[error("subtask {id}: owned_globs is empty; a subtask must own the files it may change")]
+    NoOwnedGlobs { id: String },
+    #[error("subtask {id}: {count} owned globs; the limit is {MAX_GLOBS}")]
+    TooManyGlobs { id: String, count: usize },
+    /// One `owned_globs` entry cannot be used.
+    #[error("subtask {task}: owned glob {entry:?} {why}")]
+    BadGlob {
+        task: String,
+        entry: String,
+        why: String,
+    },
+    /// The subtask's globs together own nothing.
+    #[error("subtask {id}: {source}")]
+    BadOwnership {
+        id: String,
+        #[source]
+        source: super::glob::OwnershipError,
+    },
+    /// An agent or gate name that cannot be an id.
+    #[error("{what}: {source}")]
+    BadName {
+        what: String,
+        #[source]
+        source: crate::ids::IdError,
+    },
+    #[error("subtask {id}: {count} candidates; at most {MAX_CANDIDATES} run at once")]
+    TooManyCandidates { id: String, count: usize },
+}
+
+impl PlanError {
+    /// The known field an unknown one is closest to ("did you mean"), for
+    /// whoever tells the writer of the plan.
+    pub fn suggestion(&self) -> Option<&'static str> {
+        match self {
+            PlanError::Shape { suggestion, .. } => *suggestion,
+            _ => None,
+        }
+    }
+}
+
+/// A name git would not take as a branch (`git check-ref-format --branch`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{name:?} is not a valid branch name (see `git check-ref-format --branch`)")]
+pub struct BranchNameError {
+    pub name: String,
 }
 
 /// Field names the format knows, for "did you mean" hints.
@@ -174,22 +246,19 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
-fn unknown_field_hint(message: &str) -> String {
+/// The field serde says is unknown, and the known field closest to it.
+fn unknown_field(message: &str) -> (Option<String>, Option<&'static str>) {
     let Some(rest) = message.strip_prefix("unknown field `") else {
-        return String::new();
+        return (None, None);
     };
     let field = rest.split('`').next().unwrap_or_default();
     let best = KNOWN_FIELDS
         .iter()
         .map(|k| (edit_distance(field, k), *k))
         .min()
-        .filter(|(d, _)| *d <= 3);
-    match best {
-        Some((_, k)) => format!(
-            "\nhint: did you mean `{k}`? The format is in docs/plans.md; `git orch plan schema` prints its JSON Schema"
-        ),
-        None => "\nhint: remove it; the format is in docs/plans.md and `git orch plan schema` prints its JSON Schema".into(),
-    }
+        .filter(|(d, _)| *d <= 3)
+        .map(|(_, k)| k);
+    (Some(field.to_owned()), best)
 }
 
 /// Parses and validates plan JSON.
@@ -197,11 +266,8 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, PlanError> {
     if bytes.len() > MAX_PLAN_BYTES {
         return Err(PlanError::TooLarge { size: bytes.len() });
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        PlanError::Invalid(format!(
-            "the plan is not UTF-8 text (invalid byte at offset {})",
-            e.valid_up_to()
-        ))
+    let text = std::str::from_utf8(bytes).map_err(|e| PlanError::NotUtf8 {
+        offset: e.valid_up_to(),
     })?;
     // Syntax first, so a broken file is reported as such and not as a
     // missing field.
@@ -214,8 +280,10 @@ pub fn parse(bytes: &[u8]) -> Result<Plan, PlanError> {
     }
     let plan: Plan = serde_json::from_str(text).map_err(|e| {
         let message = strip_position(&e.to_string());
+        let (unknown_field, suggestion) = unknown_field(&message);
         PlanError::Shape {
-            hint: unknown_field_hint(&message),
+            unknown_field,
+            suggestion,
             message: match failing_subtask(text) {
                 Some(which) => format!("{which}: {message}"),
                 None => message,
@@ -261,25 +329,26 @@ fn strip_position(message: &str) -> String {
 
 fn check_text(what: &str, value: &str) -> Result<(), PlanError> {
     if value.len() > MAX_TEXT {
-        return Err(PlanError::Invalid(format!(
-            "{what} is {} bytes; the limit is {MAX_TEXT}",
-            value.len()
-        )));
+        return Err(PlanError::TextTooLong {
+            what: what.to_owned(),
+            size: value.len(),
+        });
     }
     if let Some(c) = value
         .chars()
         .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
     {
-        return Err(PlanError::Invalid(format!(
-            "{what} contains the control character {c:?}; remove it"
-        )));
+        return Err(PlanError::ControlCharacter {
+            what: what.to_owned(),
+            character: c,
+        });
     }
     Ok(())
 }
 
 /// Checks a branch name with git's rules (`git check-ref-format --branch`),
 /// without asking git: the plan layer does no I/O.
-pub fn check_branch_name(name: &str) -> Result<(), String> {
+pub fn check_branch_name(name: &str) -> Result<(), BranchNameError> {
     let bad = name.is_empty()
         || name.starts_with('-')
         || name.starts_with('/')
@@ -297,9 +366,9 @@ pub fn check_branch_name(name: &str) -> Result<(), String> {
             .chars()
             .any(|c| c.is_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\'));
     if bad {
-        return Err(format!(
-            "{name:?} is not a valid branch name (see `git check-ref-format --branch`)"
-        ));
+        return Err(BranchNameError {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -308,9 +377,11 @@ pub fn check_branch_name(name: &str) -> Result<(), String> {
 /// compilable; `!glob` is an exclusion, checked the same way.
 pub fn check_glob(task: &str, entry: &str) -> Result<(), PlanError> {
     let fail = |why: &str| {
-        Err(PlanError::Invalid(format!(
-            "subtask {task}: owned glob {entry:?} {why}"
-        )))
+        Err(PlanError::BadGlob {
+            task: task.to_owned(),
+            entry: entry.to_owned(),
+            why: why.to_owned(),
+        })
     };
     let (excluded, glob) = super::glob::split_exclusion(entry);
     if excluded && glob.is_empty() {
@@ -363,81 +434,81 @@ pub fn check_glob(task: &str, entry: &str) -> Result<(), PlanError> {
 /// The semantic checks that do not need the repository.
 pub fn validate(plan: &Plan) -> Result<(), PlanError> {
     if plan.version != PLAN_VERSION {
-        return Err(PlanError::Invalid(format!(
-            "plan version {} is not supported; this git-orch reads version {PLAN_VERSION}",
-            plan.version
-        )));
+        return Err(PlanError::UnsupportedVersion {
+            found: plan.version,
+        });
     }
     check_text("instruction", &plan.instruction)?;
     if plan.instruction.trim().is_empty() {
-        return Err(PlanError::Invalid(
-            "the instruction is empty; say what the plan is for".into(),
-        ));
+        return Err(PlanError::EmptyInstruction);
     }
     if let Some(t) = &plan.target {
-        check_branch_name(t).map_err(|e| PlanError::Invalid(format!("target: {e}")))?;
+        check_branch_name(t).map_err(|source| PlanError::BadBranch {
+            what: "target".into(),
+            source,
+        })?;
     }
     if plan.subtasks.is_empty() {
-        return Err(PlanError::Invalid(
-            "the plan has no subtasks; add at least one".into(),
-        ));
+        return Err(PlanError::NoSubtasks);
     }
     if plan.subtasks.len() > MAX_SUBTASKS {
-        return Err(PlanError::Invalid(format!(
-            "the plan has {} subtasks; the limit is {MAX_SUBTASKS}",
-            plan.subtasks.len()
-        )));
+        return Err(PlanError::TooManySubtasks {
+            count: plan.subtasks.len(),
+        });
     }
     let mut seen = BTreeSet::new();
     for s in &plan.subtasks {
         let id = s.id.as_str();
         if !seen.insert(id) {
-            return Err(PlanError::Invalid(format!(
-                "subtask id {id} appears more than once; ids must be unique"
-            )));
+            return Err(PlanError::DuplicateId { id: id.to_owned() });
         }
         check_text(&format!("subtask {id}: title"), &s.title)?;
         check_text(&format!("subtask {id}: deliverable"), &s.deliverable)?;
         check_text(&format!("subtask {id}: verification"), &s.verification)?;
         if s.title.trim().is_empty() {
-            return Err(PlanError::Invalid(format!(
-                "subtask {id}: the title is empty"
-            )));
+            return Err(PlanError::EmptyTitle { id: id.to_owned() });
         }
         if s.owned_globs.is_empty() {
-            return Err(PlanError::Invalid(format!(
-                "subtask {id}: owned_globs is empty; a subtask must own the files it may change"
-            )));
+            return Err(PlanError::NoOwnedGlobs { id: id.to_owned() });
         }
         if s.owned_globs.len() > MAX_GLOBS {
-            return Err(PlanError::Invalid(format!(
-                "subtask {id}: {} owned globs; the limit is {MAX_GLOBS}",
-                s.owned_globs.len()
-            )));
+            return Err(PlanError::TooManyGlobs {
+                id: id.to_owned(),
+                count: s.owned_globs.len(),
+            });
         }
         for g in &s.owned_globs {
             check_glob(id, g)?;
         }
-        if let Err(e) = super::glob::Ownership::new(&s.owned_globs) {
-            return Err(PlanError::Invalid(format!("subtask {id}: {e}")));
+        if let Err(source) = super::glob::Ownership::new(&s.owned_globs) {
+            return Err(PlanError::BadOwnership {
+                id: id.to_owned(),
+                source,
+            });
         }
         if let Some(b) = &s.branch {
-            check_branch_name(b)
-                .map_err(|e| PlanError::Invalid(format!("subtask {id}: branch: {e}")))?;
+            check_branch_name(b).map_err(|source| PlanError::BadBranch {
+                what: format!("subtask {id}: branch"),
+                source,
+            })?;
         }
         if let Some(a) = &s.agent {
-            crate::ids::check("agent", a)
-                .map_err(|e| PlanError::Invalid(format!("subtask {id}: {e}")))?;
+            crate::ids::check("agent", a).map_err(|source| PlanError::BadName {
+                what: format!("subtask {id}"),
+                source,
+            })?;
         }
         if s.candidates.len() > MAX_CANDIDATES {
-            return Err(PlanError::Invalid(format!(
-                "subtask {id}: {} candidates; at most {MAX_CANDIDATES} run at once",
-                s.candidates.len()
-            )));
+            return Err(PlanError::TooManyCandidates {
+                id: id.to_owned(),
+                count: s.candidates.len(),
+            });
         }
         for a in &s.candidates {
-            crate::ids::check("agent", a)
-                .map_err(|e| PlanError::Invalid(format!("subtask {id}: candidates: {e}")))?;
+            crate::ids::check("agent", a).map_err(|source| PlanError::BadName {
+                what: format!("subtask {id}: candidates"),
+                source,
+            })?;
         }
         for (name, gate) in &s.gates {
             check_gate(&format!("subtask {id}: gate {name:?}"), name, gate)?;
@@ -450,7 +521,10 @@ pub fn validate(plan: &Plan) -> Result<(), PlanError> {
 }
 
 fn check_gate(what: &str, name: &str, gate: &GateSetting) -> Result<(), PlanError> {
-    crate::ids::check("gate", name).map_err(|e| PlanError::Invalid(format!("{what}: {e}")))?;
+    crate::ids::check("gate", name).map_err(|source| PlanError::BadName {
+        what: what.to_owned(),
+        source,
+    })?;
     if let Some(run) = &gate.run {
         check_text(what, run)?;
     }
@@ -553,11 +627,12 @@ mod tests {
     #[test]
     fn unknown_fields_are_errors_with_a_suggestion() {
         let text = minimal().replace("\"owned_globs\"", "\"owned_glob\"");
-        let err = parse(text.as_bytes())
-            .expect_err("unknown field")
-            .to_string();
-        assert!(err.contains("unknown field `owned_glob`"), "{err}");
-        assert!(err.contains("did you mean `owned_globs`"), "{err}");
+        let err = parse(text.as_bytes()).expect_err("unknown field");
+        assert!(
+            err.to_string().contains("unknown field `owned_glob`"),
+            "{err}"
+        );
+        assert_eq!(err.suggestion(), Some("owned_globs"), "{err}");
     }
 
     #[test]

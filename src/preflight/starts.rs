@@ -124,7 +124,12 @@ pub fn presence(
         }
         return match version_of(&program, &env, sandbox, spec) {
             Ok(v) => (Presence::Ready, v),
-            Err(why) => (Presence::DoesNotStart { why }, None),
+            Err(why) => (
+                Presence::DoesNotStart {
+                    why: why.to_string(),
+                },
+                None,
+            ),
         };
     }
     let Ok(home) = PrivateHome::make() else {
@@ -155,7 +160,14 @@ pub fn presence(
     args.extend(files.iter().map(|f| f.to_string_lossy().into_owned()));
     let look = match run_in(sandbox, &confine, "sh", args, &env) {
         Ok(out) => out,
-        Err(why) => return (Presence::NoSandbox { why }, None),
+        Err(why) => {
+            return (
+                Presence::NoSandbox {
+                    why: why.to_string(),
+                },
+                None,
+            );
+        }
     };
     if let Some(hidden) = look.lines().find_map(|l| l.strip_prefix("hidden ")) {
         let (why, fix) = crate::sandbox::why_hidden(Path::new(hidden), git_dir);
@@ -173,8 +185,31 @@ pub fn presence(
     }
     match version_in(sandbox, &confine, &program, &env) {
         Ok(v) => (Presence::Ready, v),
-        Err(why) => (Presence::DoesNotStart { why }, None),
+        Err(why) => (
+            Presence::DoesNotStart {
+                why: why.to_string(),
+            },
+            None,
+        ),
     }
+}
+
+/// Why a program could not run where an agent would.
+#[derive(Debug, thiserror::Error)]
+enum CannotStart {
+    #[error("{0}")]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error("bwrap could not be started")]
+    BwrapNotStarted,
+    #[error("bwrap failed")]
+    BwrapFailed,
+    #[error("{program} could not be started")]
+    NotStarted { program: String },
+    #[error("exit {0:?}")]
+    Exit(Option<i32>),
+    /// The last line it (or bwrap) printed.
+    #[error("{0}")]
+    Said(String),
 }
 
 /// Runs `program args` confined as `confine` says; its output, or why it
@@ -185,7 +220,7 @@ fn run_in(
     program: &str,
     args: Vec<String>,
     env: &[(String, String)],
-) -> Result<String, String> {
+) -> Result<String, CannotStart> {
     let spec = GroupSpec {
         program: program.to_owned(),
         args,
@@ -199,17 +234,17 @@ fn run_in(
         filter: None,
         on_line: None,
     };
-    let wrapped = sandbox.wrap(spec, confine).map_err(|e| e.to_string())?;
+    let wrapped = sandbox.wrap(spec, confine)?;
     let (code, out) = crate::process::capture(
         &wrapped.program,
         &wrapped.args,
         &wrapped.env,
         Duration::from_secs(20),
     )
-    .ok_or_else(|| "bwrap could not be started".to_owned())?;
+    .ok_or(CannotStart::BwrapNotStarted)?;
     match code {
         Some(0) => Ok(out),
-        _ => Err(last_line(&out).unwrap_or_else(|| "bwrap failed".into())),
+        _ => Err(last_line(&out).map_or(CannotStart::BwrapFailed, CannotStart::Said)),
     }
 }
 
@@ -220,7 +255,7 @@ fn version_in(
     confine: &Confine,
     program: &str,
     env: &[(String, String)],
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CannotStart> {
     let spec = GroupSpec {
         program: program.to_owned(),
         args: vec!["--version".to_owned()],
@@ -234,14 +269,14 @@ fn version_in(
         filter: None,
         on_line: None,
     };
-    let wrapped = sandbox.wrap(spec, confine).map_err(|e| e.to_string())?;
+    let wrapped = sandbox.wrap(spec, confine)?;
     let Some((code, out)) = crate::process::capture(
         &wrapped.program,
         &wrapped.args,
         &wrapped.env,
         Duration::from_secs(20),
     ) else {
-        return Err("bwrap could not be started".into());
+        return Err(CannotStart::BwrapNotStarted);
     };
     judge_version(code, &out)
 }
@@ -253,7 +288,7 @@ fn version_of(
     env: &[(String, String)],
     sandbox: &Sandbox,
     spec: &AgentSpec,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, CannotStart> {
     let full = sandbox.environment(&crate::sandbox::agent_pass_env(spec), env);
     let Some((code, out)) = crate::process::capture(
         program,
@@ -261,7 +296,9 @@ fn version_of(
         &full,
         Duration::from_secs(20),
     ) else {
-        return Err(format!("{program} could not be started"));
+        return Err(CannotStart::NotStarted {
+            program: program.to_owned(),
+        });
     };
     judge_version(code, &out)
 }
@@ -270,13 +307,13 @@ fn version_of(
 /// nothing when it ran but said no version (an option it does not know);
 /// an error when it could not start (not found, not executable, a
 /// library or interpreter missing).
-fn judge_version(code: Option<i32>, out: &str) -> Result<Option<String>, String> {
+fn judge_version(code: Option<i32>, out: &str) -> Result<Option<String>, CannotStart> {
     let could_not_start = matches!(code, Some(126 | 127))
         || out.contains("bwrap: execvp")
         || out.contains("error while loading shared libraries")
         || out.contains("bad interpreter");
     if could_not_start {
-        return Err(last_line(out).unwrap_or_else(|| format!("exit {code:?}")));
+        return Err(last_line(out).map_or(CannotStart::Exit(code), CannotStart::Said));
     }
     Ok((code == Some(0))
         .then(|| version_line(out))
@@ -313,10 +350,10 @@ mod tests {
     #[test]
     fn a_version_run_that_could_not_start_is_an_error() {
         assert_eq!(
-            judge_version(Some(0), "claude 2.1\n"),
-            Ok(Some("claude 2.1".into()))
+            judge_version(Some(0), "claude 2.1\n").ok(),
+            Some(Some("claude 2.1".into()))
         );
-        assert_eq!(judge_version(Some(2), "unknown option\n"), Ok(None));
+        assert_eq!(judge_version(Some(2), "unknown option\n").ok(), Some(None));
         assert!(judge_version(Some(1), "bwrap: execvp claude: No such file or directory").is_err());
         assert!(judge_version(Some(127), "").is_err());
         assert!(

@@ -30,7 +30,7 @@ use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
 use super::attempt::{self, Attempt, AttemptEnd};
-use super::progress::{LandReport, Lander, Progress};
+use super::progress::{LandError, LandReport, Lander, Progress};
 use super::schedule::{self, Breaker};
 use super::{RunContext, RunError, summarize};
 
@@ -48,7 +48,7 @@ pub enum DriveOutcome {
     /// Ctrl-C or SIGTERM.
     Interrupted,
     /// The merge queue refused to land (a dirty checkout of the target).
-    LandingRefused(String),
+    LandingRefused(super::progress::LandingProblem),
     /// git-orch cannot do its own work here: the disk is full, or the same
     /// failure inside git-orch repeats attempt after attempt. Retrying
     /// would only repeat it; the run stops until someone fixes the cause.
@@ -128,7 +128,7 @@ struct Driver<'p> {
     running: JoinSet<AttemptEnd>,
     /// Which attempt each tokio task runs, to name a panic.
     tasks: HashMap<tokio::task::Id, (TaskId, u32)>,
-    landings: JoinSet<Result<LandReport, String>>,
+    landings: JoinSet<Result<LandReport, LandError>>,
     /// Landed attempts' worktrees and branches being removed (`[orch]
     /// cleanup`), while the run goes on.
     cleanups: JoinSet<()>,
@@ -163,10 +163,10 @@ impl<'p> Driver<'p> {
         let lock_path = super::driver_lock_path(&store, &ctx.run);
         let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
             Ok(g) => g,
-            Err(holder) => {
+            Err(held) => {
                 return Err(RunError::Busy {
                     run: ctx.run.clone(),
-                    holder,
+                    holder: held.holder,
                 });
             }
         };
@@ -753,12 +753,12 @@ impl<'p> Driver<'p> {
 
     fn landing_ended(
         &mut self,
-        done: Result<Result<LandReport, String>, tokio::task::JoinError>,
+        done: Result<Result<LandReport, LandError>, tokio::task::JoinError>,
     ) -> Result<(), RunError> {
         let report = match done {
             Ok(Ok(report)) => report,
             Ok(Err(e)) => return Err(RunError::Merge(e)),
-            Err(e) => return Err(RunError::Merge(panic_message(e))),
+            Err(e) => return Err(RunError::Merge(panic_message(e).into())),
         };
         let progressed =
             !(report.landed.is_empty() && report.failed.is_empty() && report.refused.is_none());
@@ -779,13 +779,15 @@ impl<'p> Driver<'p> {
         for (attempt, reason) in report.failed {
             (self.progress)(Progress::LandingFailed { attempt, reason });
         }
-        for why in report.warnings {
-            (self.progress)(Progress::Warning(why));
+        for problem in report.warnings {
+            (self.progress)(Progress::Landing {
+                problem,
+                stops: false,
+            });
         }
         if let Some(why) = report.refused {
-            (self.progress)(Progress::Stopping(
-                why.lines().next().unwrap_or_default().to_owned(),
-            ));
+            // The sentence only: the run's end repeats it with the hint.
+            (self.progress)(Progress::Stopping(why.to_string()));
             if self.stop.is_none() {
                 self.stop = Some(DriveOutcome::LandingRefused(why));
             }

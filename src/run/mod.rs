@@ -64,8 +64,19 @@ pub struct RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The plan's approval is missing, voided or does not bind this run.
-    #[error("{0}")]
-    NotApproved(String),
+    #[error(
+        "{}{}",
+        match run {
+            Some(run) => format!("run {run} is not approved for its plan any more: "),
+            None => "refusing to run: ".to_owned(),
+        },
+        verdict.explain()
+    )]
+    NotApproved {
+        /// The run found unapproved, or `None` for a run about to start.
+        run: Option<RunId>,
+        verdict: Box<crate::approval::Verdict>,
+    },
     #[error(
         "the working tree {path} has uncommitted changes a run would not see: {}",
         paths.join(", ")
@@ -78,8 +89,12 @@ pub enum RunError {
     },
     #[error("the target branch {0} does not exist")]
     NoTarget(String),
-    #[error("{name:?} cannot be a target branch: {why}")]
-    BadTarget { name: String, why: String },
+    #[error("{name:?} cannot be a target branch: {source}")]
+    BadTarget {
+        name: String,
+        #[source]
+        source: crate::plan::format::BranchNameError,
+    },
     #[error("--base {0:?} does not name a commit")]
     BadBase(String),
     #[error("run {run} is being driven by another process ({holder})")]
@@ -162,7 +177,7 @@ pub enum RunError {
     #[error("internal error: {0}")]
     Internal(String),
     #[error("the merge queue failed: {0}")]
-    Merge(String),
+    Merge(#[source] progress::LandError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -305,10 +320,10 @@ pub fn driver_lock_path(store: &Store, run: &RunId) -> PathBuf {
 pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Prepared, RunError> {
     let verdict = approval_verdict(store, plan_id)?;
     let ApprovalVerdict::Valid { current, approval } = verdict else {
-        return Err(RunError::NotApproved(format!(
-            "refusing to run: {}",
-            verdict.explain()
-        )));
+        return Err(RunError::NotApproved {
+            run: None,
+            verdict: Box::new(verdict),
+        });
     };
     let revision = *current;
     if opts.start_only
@@ -612,12 +627,12 @@ fn supersede(
     revision: &PlanRevision,
     why: String,
 ) -> Result<(), RunError> {
-    if let Err(holder) =
+    if let Err(held) =
         crate::store::lock::try_acquire(&driver_lock_path(store, &prev.id), "superseding")?
     {
         return Err(RunError::Busy {
             run: prev.id.clone(),
-            holder,
+            holder: held.holder,
         });
     }
     store.append(vec![Event::RunFinished {
@@ -672,9 +687,9 @@ fn choose_target(
             },
         },
     };
-    crate::plan::format::check_branch_name(&target).map_err(|why| RunError::BadTarget {
+    crate::plan::format::check_branch_name(&target).map_err(|source| RunError::BadTarget {
         name: target.clone(),
-        why,
+        source,
     })?;
     Ok(target)
 }
@@ -1080,11 +1095,10 @@ pub fn context_for(store: &Store, run: &RunState) -> Result<RunContext, RunError
     match &verdict {
         ApprovalVerdict::Valid { current, .. } if current.hash == run.plan_hash => {}
         _ => {
-            return Err(RunError::NotApproved(format!(
-                "run {} is not approved for its plan any more: {}",
-                run.id,
-                verdict.explain()
-            )));
+            return Err(RunError::NotApproved {
+                run: Some(run.id.clone()),
+                verdict: Box::new(verdict),
+            });
         }
     }
     let revision = plan_of(store, run)?;

@@ -11,12 +11,14 @@ use std::path::{Path, PathBuf};
 /// A `[sandbox] bind` or `roBind` that cannot work, or would undo what
 /// the sandbox hides.
 #[derive(Debug, thiserror::Error)]
-#[error("[sandbox] {key} = {value}: {why}\nhint: {hint}")]
+#[error("[sandbox] {key} = {value}: {why}")]
 pub struct BindError {
     pub key: &'static str,
     pub value: String,
     pub why: String,
-    pub hint: String,
+    /// What makes the line work, for a preflight finding and the CLI's
+    /// hint.
+    pub fix: String,
 }
 
 /// What a bind must not hold or lie in, with a word for people.
@@ -33,12 +35,12 @@ pub struct Bind {
     pub writable: bool,
 }
 
-fn bad(key: &'static str, value: &Path, why: String, hint: String) -> BindError {
+fn bad(key: &'static str, value: &Path, why: String, fix: String) -> BindError {
     BindError {
         key,
         value: value.display().to_string(),
         why,
-        hint,
+        fix,
     }
 }
 
@@ -162,8 +164,9 @@ mod tests {
         }
     }
 
+    /// The message and the fix, as one text to search.
     fn why(e: BindError) -> String {
-        e.to_string()
+        format!("{e} (fix: {})", e.fix)
     }
 
     #[test]
@@ -185,7 +188,7 @@ mod tests {
             )),
             "{e}"
         );
-        assert!(e.contains("hint: bind only the folders"), "{e}");
+        assert!(e.contains("(fix: bind only the folders"), "{e}");
         let e = why(check(&[root.join("u")], &[], &hidden(&home, &git)).expect_err("refused"));
         assert!(e.starts_with("[sandbox] roBind = "), "{e}");
     }
@@ -207,7 +210,7 @@ mod tests {
         let (_t, home, git, root) = world();
         let e = why(check(&[root.join("nope")], &[], &hidden(&home, &git)).expect_err("refused"));
         assert!(e.contains("cannot be used"), "{e}");
-        assert!(e.contains("hint: create it, or remove the line"), "{e}");
+        assert!(e.contains("(fix: create it, or remove the line"), "{e}");
         let e =
             why(check(&[PathBuf::from("rel/x")], &[], &hidden(&home, &git)).expect_err("refused"));
         assert!(e.contains("not an absolute path"), "{e}");

@@ -718,11 +718,11 @@ impl StateIndex {
             .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()));
         read.map_err(|why| {
             self.gone = Some(path.to_owned());
-            StoreError::Corrupt(format!(
-                "the state cache file {} cannot be read: {why}\nhint: remove {} (it is rebuilt from the log)",
-                path.display(),
-                self.dir.display()
-            ))
+            StoreError::StateCache {
+                path: path.to_owned(),
+                folder: self.dir.clone(),
+                why,
+            }
         })
     }
 

@@ -73,13 +73,12 @@ impl ConfigValues {
 /// followed: a committed file must not read files outside the repository.
 pub fn parse_config(bytes: &[u8], origin: &str) -> Result<ConfigValues> {
     let meta = gix::config::file::Metadata::from(gix::config::Source::Api);
-    let file = gix::config::File::from_bytes_no_includes(bytes, meta, Default::default())
-        .map_err(|e| {
-            StoreError::Corrupt(format!(
-                "{origin} is not valid git-config syntax: {}\nhint: it uses the syntax of .gitmodules: `[section \"name\"]` headers and `key = value` lines",
-                super::chain(&e)
-            ))
-        })?;
+    let file = gix::config::File::from_bytes_no_includes(bytes, meta, Default::default()).map_err(
+        |e| StoreError::ConfigSyntax {
+            origin: origin.to_owned(),
+            message: super::chain(&e),
+        },
+    )?;
     let mut out = ConfigValues::default();
     for section in file.sections() {
         let header = section.header();

@@ -346,10 +346,7 @@ fn rewrite_missing(
             continue;
         }
         let Some(data) = &w.data else {
-            return Err(StoreError::Corrupt(format!(
-                "object {} that git-orch just wrote was deleted (by a `git prune` running beside it?) and is too large to write again\nhint: run `git orch fsck --repair`",
-                w.id
-            )));
+            return Err(StoreError::ObjectVanished { id: w.id });
         };
         let id = write(w.kind, data)
             .map_err(|e| StoreError::git(format!("writing object {} again", w.id), e))?;
@@ -718,10 +715,9 @@ impl Store {
             // began; let it get past these folders before checking again.
             std::thread::sleep(Duration::from_millis(2 << round.min(6)));
         }
-        Err(StoreError::Corrupt(format!(
-            "objects git-orch wrote kept vanishing (a `git prune` looping beside it?), e.g. {}\nhint: stop the prune, then run `git orch fsck --repair`",
-            objects[0].id
-        )))
+        Err(StoreError::ObjectsKeepVanishing {
+            example: objects[0].id,
+        })
     }
 
     /// Writes again every object of the journal (pending or published)

@@ -163,12 +163,23 @@ pub fn acquire(path: &Path, what: &str, wait: Duration) -> Result<LockGuard> {
     }
 }
 
-/// Takes the lock at `path` only if it is free; `Ok(None)` says who holds it.
-pub fn try_acquire(path: &Path, what: &str) -> Result<Result<LockGuard, String>> {
+/// A lock another process holds, and who that is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("held by {holder}")]
+pub struct Held {
+    /// The holder as it described itself (its pid and what it does).
+    pub holder: String,
+}
+
+/// Takes the lock at `path` only if it is free; `Ok(Err(_))` says who
+/// holds it.
+pub fn try_acquire(path: &Path, what: &str) -> Result<Result<LockGuard, Held>> {
     let file = open(path)?;
     match file.try_lock() {
         Ok(()) => Ok(Ok(take(file, path, what))),
-        Err(std::fs::TryLockError::WouldBlock) => Ok(Err(read_holder(path))),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(Err(Held {
+            holder: read_holder(path),
+        })),
         Err(std::fs::TryLockError::Error(e)) => {
             Err(StoreError::io(format!("locking {}", path.display()), e))
         }
@@ -208,7 +219,7 @@ mod tests {
         let path = dir.path().join("orch/lock");
         let held = acquire(&path, "testing", DEFAULT_WAIT).expect("free lock");
         let other = try_acquire(&path, "second").expect("io works");
-        let holder = other.expect_err("lock is held");
+        let holder = other.expect_err("lock is held").holder;
         assert!(holder.contains(&std::process::id().to_string()), "{holder}");
         assert!(holder.contains("testing"), "{holder}");
         drop(held);

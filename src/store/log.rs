@@ -189,11 +189,7 @@ impl Store {
         if !out.status.success() || value.is_empty() {
             return Ok(None);
         }
-        let id = WriterId::new(value).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "orch.writerId in the repository config is not usable: {e}\nhint: remove it with `git config --unset orch.writerId`; a new one is made on the next write"
-            ))
-        })?;
+        let id = WriterId::new(value).map_err(|source| StoreError::BadWriterId { source })?;
         let _ = self.writer.set(id.clone());
         Ok(Some(id))
     }
@@ -252,11 +248,7 @@ impl Store {
             return Ok(*hit);
         }
         let info = self.commit_info(tip)?;
-        let pos = parse_trailers(&info.message).ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "log commit {tip} has no Orch-Seq/Orch-Clock trailers\nhint: the log ref was rewritten by something other than git-orch; restore it from a clone with `git orch sync`"
-            ))
-        })?;
+        let pos = parse_trailers(&info.message).ok_or(StoreError::LogWithoutTrailers { tip })?;
         self.remember_tip(tip, pos, info.tree);
         Ok((pos, info.tree))
     }
@@ -378,14 +370,13 @@ impl Store {
         }
         guard.intend(updates.iter().map(|u| u.name.as_str()));
         if self.apply(&updates)? == Applied::Conflict {
-            return Err(StoreError::Corrupt(format!(
-                "published {} but a local ref moved meanwhile\nhint: run `git orch sync` to bring the published state back",
-                updates
+            return Err(StoreError::PublishedButMoved {
+                references: updates
                     .iter()
                     .map(|u| u.name.as_str())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+                    .join(", "),
+            }
             .into());
         }
         drop(guard);
@@ -431,16 +422,17 @@ impl Store {
             .filter(|(other, _)| *other != name)
             .map(|(_, id)| self.tip_position(*id).map(|p| p.clock).unwrap_or(0));
         let clock = crate::event::lamport_base(own.clock, others).ok_or_else(|| {
-            StoreError::Corrupt(format!(
-                "{name} carries clock {}, above the ceiling {MAX_CLOCK} no log reaches: git-orch did not write its tip\nhint: `git orch fsck` names the commit; set the ref back to the commit before it (`git update-ref {name} <commit>`), or restore it from a clone with `git orch sync`",
-                own.clock
-            ))
+            StoreError::ClockBeyondCeiling {
+                reference: name.clone(),
+                clock: own.clock,
+                ceiling: MAX_CLOCK,
+            }
         })?;
         if own.seq.checked_add(events.len() as u64).is_none() {
-            return Err(StoreError::Corrupt(format!(
-                "{name} carries seq {}, which no log reaches: git-orch did not write its tip\nhint: `git orch fsck` names the commit; set the ref back to the commit before it",
-                own.seq
-            )));
+            return Err(StoreError::SeqBeyondEnd {
+                reference: name,
+                seq: own.seq,
+            });
         }
         let time_ms = now_ms();
         let records: Vec<Record> = events
@@ -601,14 +593,15 @@ impl Store {
         &self,
         writer: &str,
         info: &super::objects::CommitInfo,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), BadLogCommit> {
+        use BadLogCommit as B;
         if (info.committer_name.as_str(), info.committer_email.as_str())
             != (super::ORCH_NAME, super::ORCH_EMAIL)
         {
-            return Err(format!(
-                "was committed by {} <{}>, not by git-orch",
-                info.committer_name, info.committer_email
-            ));
+            return Err(B::ForeignCommitter {
+                name: info.committer_name.clone(),
+                email: info.committer_email.clone(),
+            });
         }
         let trailer = |key: &str| {
             info.message
@@ -616,25 +609,21 @@ impl Store {
                 .find_map(|l| l.strip_prefix(key).map(|v| v.trim().to_owned()))
         };
         if trailer("Orch-Writer: ").as_deref() != Some(writer) {
-            return Err(format!("does not name writer {writer} (Orch-Writer)"));
+            return Err(B::OtherWriter {
+                writer: writer.to_owned(),
+            });
         }
-        let pos = parse_trailers(&info.message).ok_or("has no Orch-Seq/Orch-Clock trailers")?;
+        let pos = parse_trailers(&info.message).ok_or(B::NoPosition)?;
         if pos.clock > MAX_CLOCK {
-            return Err(format!(
-                "carries clock {}, above the ceiling {MAX_CLOCK} no log reaches",
-                pos.clock
-            ));
+            return Err(B::ClockBeyondCeiling { clock: pos.clock });
         }
         let events: u64 = trailer("Orch-Events: ")
             .and_then(|v| v.parse().ok())
-            .ok_or("has no Orch-Events trailer")?;
+            .ok_or(B::NoEventCount)?;
         let parents: Vec<(TipPosition, Oid)> = info
             .parents
             .iter()
-            .map(|p| {
-                self.tip_info(*p)
-                    .map_err(|e| format!("has a parent that is no log commit: {e}"))
-            })
+            .map(|p| self.tip_info(*p).map_err(B::ParentNotInLog))
             .collect::<std::result::Result<_, _>>()?;
         match parents.as_slice() {
             [] | [_] => {
@@ -643,21 +632,22 @@ impl Store {
                     .copied()
                     .unwrap_or((TipPosition::default(), self.empty_tree_id()));
                 if events == 0 || before.seq.checked_add(events) != Some(pos.seq) {
-                    return Err(format!(
-                        "does not continue its parent (seq {} after {}, {events} event(s))",
-                        pos.seq, before.seq
-                    ));
+                    return Err(B::Gap {
+                        seq: pos.seq,
+                        before: before.seq,
+                        events,
+                    });
                 }
                 // Clocks stop at the ceiling (see `MAX_CLOCK`).
                 if pos.clock < before.clock.saturating_add(events).min(MAX_CLOCK) {
-                    return Err(format!(
-                        "moves the clock backwards ({} after {})",
-                        pos.clock, before.clock
-                    ));
+                    return Err(B::ClockBackwards {
+                        clock: pos.clock,
+                        before: before.clock,
+                    });
                 }
                 let changes = self
                     .tree_changes(Some(before_tree), info.tree)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(B::Unreadable)?;
                 let added: Vec<u64> = changes
                     .iter()
                     .filter(|c| c.old.is_none() && c.new.is_some())
@@ -665,29 +655,29 @@ impl Store {
                     .filter(|s| *s > before.seq && *s <= pos.seq)
                     .collect();
                 if added.len() as u64 != events || changes.len() as u64 != events {
-                    return Err(format!(
-                        "should add {events} event(s) after seq {} and change nothing else, but changes {} entries",
-                        before.seq,
-                        changes.len()
-                    ));
+                    return Err(B::OtherChanges {
+                        events,
+                        after: before.seq,
+                        changed: changes.len(),
+                    });
                 }
             }
             [(a, a_tree), (b, b_tree)] => {
                 if events != 0 || pos.seq != a.seq.max(b.seq) || pos.clock != a.clock.max(b.clock) {
-                    return Err("is a merge that does not keep its parents' position".into());
+                    return Err(B::MergeMovesPosition);
                 }
                 for side in [a_tree, b_tree] {
                     let lost = self
                         .tree_changes(Some(*side), info.tree)
-                        .map_err(|e| e.to_string())?
+                        .map_err(B::Unreadable)?
                         .into_iter()
                         .any(|c| c.old.is_some());
                     if lost {
-                        return Err("is a merge that drops or replaces events".into());
+                        return Err(B::MergeLosesEvents);
                     }
                 }
             }
-            _ => return Err("has more than two parents".into()),
+            _ => return Err(B::TooManyParents),
         }
         Ok(())
     }
@@ -783,19 +773,20 @@ impl Store {
             .unwrap_or(1)
             .min(found.len() / 512 + 1);
         let chunk = found.len().div_ceil(threads.max(1)).max(1);
-        let results: Vec<Vec<std::result::Result<Record, String>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = found
-                .chunks(chunk)
-                .map(|part| {
-                    let repo = self.repo.clone();
-                    scope.spawn(move || part.iter().map(|f| parse_entry(&repo, f)).collect())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("log reader thread does not panic"))
-                .collect()
-        });
+        let results: Vec<Vec<std::result::Result<Record, BadEntry>>> =
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = found
+                    .chunks(chunk)
+                    .map(|part| {
+                        let repo = self.repo.clone();
+                        scope.spawn(move || part.iter().map(|f| parse_entry(&repo, f)).collect())
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("log reader thread does not panic"))
+                    .collect()
+            });
         let mut entries = Vec::with_capacity(found.len());
         let mut problems = Vec::new();
         for (f, result) in found.into_iter().zip(results.into_iter().flatten()) {
@@ -811,11 +802,11 @@ impl Store {
                     reference: f.reference,
                     record,
                 }),
-                Err(reason) => problems.push(Problem {
+                Err(why) => problems.push(Problem {
                     reference: f.reference,
                     seq: f.seq,
                     path: f.path,
-                    reason,
+                    reason: why.to_string(),
                 }),
             }
         }
@@ -910,12 +901,90 @@ impl LogView {
     }
 }
 
+/// Why one log commit is not as git-orch writes them; each text follows
+/// "log commit <id>".
+#[derive(Debug, thiserror::Error)]
+pub enum BadLogCommit {
+    #[error("was committed by {name} <{email}>, not by git-orch")]
+    ForeignCommitter { name: String, email: String },
+    #[error("does not name writer {writer} (Orch-Writer)")]
+    OtherWriter { writer: String },
+    #[error("has no Orch-Seq/Orch-Clock trailers")]
+    NoPosition,
+    #[error("carries clock {clock}, above the ceiling {MAX_CLOCK} no log reaches")]
+    ClockBeyondCeiling { clock: u64 },
+    #[error("has no Orch-Events trailer")]
+    NoEventCount,
+    #[error("has a parent that is no log commit: {0}")]
+    ParentNotInLog(#[source] StoreError),
+    #[error("does not continue its parent (seq {seq} after {before}, {events} event(s))")]
+    Gap { seq: u64, before: u64, events: u64 },
+    #[error("moves the clock backwards ({clock} after {before})")]
+    ClockBackwards { clock: u64, before: u64 },
+    #[error("{0}")]
+    Unreadable(#[source] StoreError),
+    #[error(
+        "should add {events} event(s) after seq {after} and change nothing else, but changes {changed} entries"
+    )]
+    OtherChanges {
+        events: u64,
+        after: u64,
+        changed: usize,
+    },
+    #[error("is a merge that does not keep its parents' position")]
+    MergeMovesPosition,
+    #[error("is a merge that drops or replaces events")]
+    MergeLosesEvents,
+    #[error("has more than two parents")]
+    TooManyParents,
+}
+
+/// Why one event blob of a log is not trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum BadEntry {
+    #[error(
+        "blob {id} sits at {path} whose name does not name it (the log was rewritten by something other than git-orch)"
+    )]
+    Misnamed { id: Oid, path: String },
+    #[error("blob {id} cannot be read: {source}")]
+    Unreadable {
+        id: Oid,
+        #[source]
+        source: super::GitError,
+    },
+    #[error("blob {id} is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes")]
+    TooLarge { id: Oid, size: u64 },
+    #[error("blob {id} {source}")]
+    NotARecord {
+        id: Oid,
+        #[source]
+        source: crate::event::BadRecord,
+    },
+    #[error(
+        "blob {id} has clock {clock}, above the ceiling {MAX_CLOCK} no log reaches (forged or corrupt)"
+    )]
+    ClockBeyondCeiling { id: Oid, clock: u64 },
+    #[error("blob {id} claims writer {claims} but sits in the log of {log}")]
+    OtherWriter {
+        id: Oid,
+        claims: String,
+        log: String,
+    },
+    #[error("blob {id} claims seq {claims} but its file name says {named:?}")]
+    OtherSeq {
+        id: Oid,
+        claims: u64,
+        named: Option<u64>,
+    },
+}
+
 /// Reads and checks one event blob: its file name must name it
 /// (`<seq>-<first 8 hex digits of its id>.json`), and it must be a record
 /// of this format, written by the writer whose log holds it, at the seq
 /// its name says. A blob under a name that is not its own was put there by
 /// something other than git-orch (a rewritten log), and is not trusted.
-fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Record, String> {
+fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Record, BadEntry> {
+    use BadEntry as B;
     let id = found.id;
     let name = found.path.rsplit('/').next().unwrap_or_default();
     let hex = id.to_hex().to_string();
@@ -924,42 +993,41 @@ fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Rec
         .and_then(|n| n.split_once('-'))
         .map(|(_, b)| b);
     if named != Some(&hex[..8]) {
-        return Err(format!(
-            "blob {id} sits at {} whose name does not name it (the log was rewritten by something other than git-orch)",
-            found.path
-        ));
+        return Err(B::Misnamed {
+            id,
+            path: found.path.clone(),
+        });
     }
     // Sized from its header first: a huge blob is never read.
-    let size = repo
-        .find_header(id)
-        .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?
-        .size();
+    let unreadable = |e: gix::Error| B::Unreadable {
+        id,
+        source: super::GitError::new(e),
+    };
+    let size = repo.find_header(id).map_err(unreadable)?.size();
     if size > MAX_EVENT_BYTES {
-        return Err(format!(
-            "blob {id} is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes"
-        ));
+        return Err(B::TooLarge { id, size });
     }
-    let blob = repo
-        .find_blob(id)
-        .map_err(|e| format!("blob {id} cannot be read: {}", super::chain(&e)))?;
-    let record = Record::from_json(&blob.data).map_err(|why| format!("blob {id} {why}"))?;
+    let blob = repo.find_blob(id).map_err(unreadable)?;
+    let record = Record::from_json(&blob.data).map_err(|source| B::NotARecord { id, source })?;
     if record.clock > MAX_CLOCK {
-        return Err(format!(
-            "blob {id} has clock {}, above the ceiling {MAX_CLOCK} no log reaches (forged or corrupt)",
-            record.clock
-        ));
+        return Err(B::ClockBeyondCeiling {
+            id,
+            clock: record.clock,
+        });
     }
     if record.writer.as_str() != found.writer {
-        return Err(format!(
-            "blob {id} claims writer {} but sits in the log of {}",
-            record.writer, found.writer
-        ));
+        return Err(B::OtherWriter {
+            id,
+            claims: record.writer.to_string(),
+            log: found.writer.clone(),
+        });
     }
     if found.seq != Some(record.seq) {
-        return Err(format!(
-            "blob {id} claims seq {} but its file name says {:?}",
-            record.seq, found.seq
-        ));
+        return Err(B::OtherSeq {
+            id,
+            claims: record.seq,
+            named: found.seq,
+        });
     }
     Ok(record)
 }

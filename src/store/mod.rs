@@ -42,7 +42,9 @@ pub const ORCH_NAME: &str = "git-orch";
 /// The e-mail half of [`ORCH_NAME`].
 pub const ORCH_EMAIL: &str = "git-orch@localhost";
 
-/// What went wrong in the store, with enough context to act on.
+/// What went wrong in the store, with enough context to act on. The
+/// texts say what is wrong; what to do about it is the CLI's hint
+/// (`cli::error`), chosen by the variant.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("not a git repository: {path}")]
@@ -63,8 +65,13 @@ pub enum StoreError {
     Contention { reference: String, attempts: u32 },
     #[error("{0}")]
     InvalidRefName(String),
-    #[error("{context}: {message}")]
-    Git { context: String, message: String },
+    /// gix failed; its error is kept whole as the source.
+    #[error("{context}: {source}")]
+    Git {
+        context: String,
+        #[source]
+        source: GitError,
+    },
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -73,6 +80,8 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Process(#[from] ProcessError),
+    /// A record git-orch reads back is malformed: a claim, a start, an
+    /// object id, a merge result it cannot use.
     #[error("{0}")]
     Corrupt(String),
     #[error(
@@ -82,24 +91,105 @@ pub enum StoreError {
     /// A ref whose file holds no object id, or whose objects are missing
     /// or unreadable: what a crash that lost writes, or a prune beside an
     /// older git-orch, leaves.
-    #[error(
-        "{reference} is damaged: {problem}\nhint: run `git orch fsck --repair`; it restores the ref from its reflog, a remote's copy or its newest intact commit, and says what, if anything, was lost"
-    )]
+    #[error("{reference} is damaged: {problem}")]
     Damaged { reference: String, problem: String },
+    /// `orch.writerId` in the repository's config is not a writer id.
+    #[error("orch.writerId in the repository config is not usable: {source}")]
+    BadWriterId {
+        #[source]
+        source: crate::ids::IdError,
+    },
+    /// A log commit lacks the trailers git-orch writes on every one: the
+    /// log ref was rewritten by something else.
+    #[error("log commit {tip} has no Orch-Seq/Orch-Clock trailers")]
+    LogWithoutTrailers { tip: Oid },
+    /// A log tip carries a Lamport clock above any a log reaches: git-orch
+    /// did not write it.
+    #[error(
+        "{reference} carries clock {clock}, above the ceiling {ceiling} no log reaches: git-orch did not write its tip"
+    )]
+    ClockBeyondCeiling {
+        reference: String,
+        clock: u64,
+        ceiling: u64,
+    },
+    /// A log tip carries a seq no log reaches: git-orch did not write it.
+    #[error("{reference} carries seq {seq}, which no log reaches: git-orch did not write its tip")]
+    SeqBeyondEnd { reference: String, seq: u64 },
+    /// The shared remote took an update, but a local ref moved before the
+    /// same update could be made here.
+    #[error("published {references} but a local ref moved meanwhile")]
+    PublishedButMoved { references: String },
+    /// An object git-orch just wrote was deleted (a `git prune` beside
+    /// it) and is too large to write again from memory.
+    #[error(
+        "object {id} that git-orch just wrote was deleted (by a `git prune` running beside it?) and is too large to write again"
+    )]
+    ObjectVanished { id: Oid },
+    /// Objects git-orch wrote kept vanishing, round after round.
+    #[error(
+        "objects git-orch wrote kept vanishing (a `git prune` looping beside it?), e.g. {example}"
+    )]
+    ObjectsKeepVanishing { example: Oid },
+    /// A git-config file git-orch reads does not parse.
+    #[error("{origin} is not valid git-config syntax: {message}")]
+    ConfigSyntax { origin: String, message: String },
+    /// The name given as a remote is none of the repository's remotes.
+    #[error("{remote:?} is not a configured remote")]
+    UnknownRemote { remote: String },
+    /// `git commit-tree -S` failed.
+    #[error("signing failed: {source}")]
+    SigningFailed {
+        #[source]
+        source: ProcessError,
+    },
+    /// The state cache under `.git/orch/` cannot be read.
+    #[error("the state cache file {} cannot be read: {why}", path.display())]
+    StateCache {
+        path: PathBuf,
+        /// The cache's folder, deletable as a whole.
+        folder: PathBuf,
+        why: String,
+    },
 }
+
+/// An error of gix, kept whole: its text joins the chain of its causes
+/// (gix's own `{}` shows only the top line), and the error itself stays
+/// reachable for matching by type ([`GitError::gix`]).
+#[derive(Debug)]
+pub struct GitError(gix::Error);
+
+impl GitError {
+    pub(crate) fn new(err: gix::Error) -> Self {
+        GitError(err)
+    }
+
+    /// The error as gix gave it.
+    pub(crate) fn gix(&self) -> &gix::Error {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for GitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&chain(&self.0))
+    }
+}
+
+// The text already holds the whole chain: no `source()` to repeat it.
+impl std::error::Error for GitError {}
 
 impl StoreError {
     pub(crate) fn git(context: impl Into<String>, err: impl Into<gix::Error>) -> Self {
         let err: gix::Error = err.into();
-        let message = chain(&err);
-        if message.contains(SLOTS_EXHAUSTED) {
+        if chain(&err).contains(SLOTS_EXHAUSTED) {
             // Every handle sharing this object database is stuck: the next
             // open must make a new one.
             ODB_GENERATION.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         StoreError::Git {
             context: context.into(),
-            message,
+            source: GitError(err),
         }
     }
 
@@ -108,10 +198,10 @@ impl StoreError {
     /// repair; anything else is kept as it is.
     pub fn at_ref(self, reference: &str) -> Self {
         match self {
-            StoreError::Git { context, message } if is_object_damage(&message) => {
+            StoreError::Git { context, source } if is_object_damage(&chain(source.gix())) => {
                 StoreError::Damaged {
                     reference: reference.to_owned(),
-                    problem: format!("{context}: {message}"),
+                    problem: format!("{context}: {source}"),
                 }
             }
             other => other,
@@ -121,7 +211,8 @@ impl StoreError {
     /// Whether the object database ran out of index slots (more packs
     /// appeared than it was opened with room for): a fresh open works.
     pub fn is_odb_exhausted(&self) -> bool {
-        matches!(self, StoreError::Git { message, .. } if message.contains(SLOTS_EXHAUSTED))
+        // gix gives this one no class or type of its own: its words.
+        matches!(self, StoreError::Git { source, .. } if chain(source.gix()).contains(SLOTS_EXHAUSTED))
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
@@ -533,10 +624,7 @@ pub(crate) fn ref_error(reference: &str, common_dir: &Path, err: gix::Error) -> 
             };
         }
     }
-    StoreError::Git {
-        context: format!("updating {reference}"),
-        message,
-    }
+    StoreError::git(format!("updating {reference}"), err)
 }
 
 /// Shortcut used across the store's submodules.

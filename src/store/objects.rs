@@ -184,11 +184,10 @@ impl Store {
         }
         args.push("-m".into());
         args.push(message.to_owned());
-        let out = self.git().run(&args).map_err(|e| {
-            StoreError::Corrupt(format!(
-                "signing failed: {e}\nhint: set up commit signing first (`git config user.signingKey …`, and `gpg.format ssh` for ssh keys), or approve without --sign"
-            ))
-        })?;
+        let out = self
+            .git()
+            .run(&args)
+            .map_err(|source| StoreError::SigningFailed { source })?;
         let id = self.parse_oid(out.trim())?;
         // git wrote it; the journal keeps it like git-orch's own until a
         // ref names it safely (see `super::durable`).
@@ -505,9 +504,11 @@ impl TreeEditor<'_> {
     pub fn upsert_blob(&mut self, path: &str, id: Oid) -> Result<()> {
         self.inner
             .upsert(path.split('/'), gix::objs::tree::EntryKind::Blob, id)
-            .map_err(|e| StoreError::Git {
-                context: format!("adding {path} to a tree"),
-                message: e.to_string(),
+            .map_err(|e| {
+                StoreError::git(
+                    format!("adding {path} to a tree"),
+                    gix::Error::from_error(e),
+                )
             })?;
         Ok(())
     }

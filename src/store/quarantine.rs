@@ -801,7 +801,7 @@ impl Reader<'_> {
                 gix::objs::Kind::Commit => {
                     let parsed = gix::objs::CommitRef::from_bytes(&data, hash)
                         .map_err(|e| bad(format!("is not a valid commit: {e}")))?;
-                    canonical(&parsed, &data).map_err(bad)?;
+                    canonical(&parsed, &data, &id)?;
                     if parsed.parents.is_empty() {
                         // A second history, merged in or not, is nothing an
                         // attempt that started from the target makes.
@@ -855,7 +855,7 @@ impl Reader<'_> {
                         }
                     }
                     // Only now: gix's writer insists on sorted entries.
-                    canonical(&parsed, &data).map_err(bad)?;
+                    canonical(&parsed, &data, &id)?;
                 }
                 gix::objs::Kind::Blob => {}
                 gix::objs::Kind::Tag => {
@@ -941,13 +941,21 @@ impl Reader<'_> {
 /// Whether `parsed` writes back to exactly `data`: objects git itself
 /// made always do; one crafted to differ is refused before `git fsck`
 /// could object to it in the repository.
-fn canonical(parsed: &dyn gix::objs::WriteTo, data: &[u8]) -> std::result::Result<(), String> {
+fn canonical(
+    parsed: &dyn gix::objs::WriteTo,
+    data: &[u8],
+    id: &Oid,
+) -> std::result::Result<(), Refusal> {
+    let bad = |why: String| Refusal::BadObject {
+        id: id.to_string(),
+        why,
+    };
     let mut again = Vec::with_capacity(data.len());
     parsed
         .write_to(&mut again)
-        .map_err(|e| format!("cannot be written back: {e}"))?;
+        .map_err(|e| bad(format!("cannot be written back: {e}")))?;
     if again != data {
-        return Err("is not in git's canonical form".into());
+        return Err(bad("is not in git's canonical form".into()));
     }
     Ok(())
 }

@@ -132,10 +132,7 @@ impl Store {
                             "it points at {id}, which is missing or unreadable ({message})"
                         ),
                     }),
-                    _ => Err(StoreError::Git {
-                        context: format!("resolving {name}"),
-                        message,
-                    }),
+                    _ => Err(StoreError::git(format!("resolving {name}"), e)),
                 }
             }
         }
@@ -462,16 +459,111 @@ fn lock_folder_vanished(e: &gix::Error) -> bool {
     super::chain(e).contains("Another IO error occurred while obtaining the lock")
 }
 
-/// gix reports a failed `MustExistAndMatch`/`MustNotExist` as a conflict;
-/// older paths report it through the message only.
+/// Whether preparing a ref update failed because a ref's value was not
+/// the one the update expected: gix's own types for a failed
+/// `MustExistAndMatch` (the ref moved) and `MustNotExist` (the ref was
+/// made meanwhile), found by type anywhere in the error's tree, never by
+/// its wording.
 fn is_cas_conflict(e: &gix::Error) -> bool {
-    if e.is_conflict() {
-        return true;
+    use gix::refs::file::transaction::prepare::{MustNotExist, ReferenceOutOfDate};
+    e.downcast_any_ref::<ReferenceOutOfDate>().is_some()
+        || e.downcast_any_ref::<MustNotExist>().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    /// Two commits to point a ref at.
+    fn two_commits(store: &Store) -> (Oid, Oid) {
+        let mut out = Vec::new();
+        for text in ["a\n", "b\n"] {
+            let blob = store.write_blob(text.as_bytes()).expect("blob");
+            let tree = store.write_tree(&[("f", blob)]).expect("tree");
+            out.push(store.write_commit(text, tree, &[]).expect("commit"));
+        }
+        (out[0], out[1])
     }
-    let message = super::chain(e);
-    message.contains("should have content")
-        || message.contains("must not exist")
-        || message.contains("did not exist")
-        || message.contains("reference was supposed to exist")
-        || message.contains("previous value")
+
+    /// `git update-ref` run by another process, as a user or a second
+    /// git-orch would.
+    fn git_update_ref(dir: &std::path::Path, args: &[String]) {
+        let mut all = vec!["update-ref".to_owned()];
+        all.extend_from_slice(args);
+        crate::process::Git::new(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .run(&all)
+            .expect("git update-ref");
+    }
+
+    #[test]
+    fn a_ref_another_process_moved_after_the_read_is_a_conflict_and_keeps_its_value() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let (a, b) = two_commits(&store);
+        let name = "refs/orch/test/moved";
+        let made = store.apply(&[RefUpdate::set(name, a, Expected::Absent, "make")]);
+        assert_eq!(made.expect("create"), Applied::Done);
+        let read = store.ref_target(name).expect("read");
+        // Between this read and the update, another process moves it.
+        git_update_ref(dir.path(), &[name.into(), b.to_string(), a.to_string()]);
+        let update = RefUpdate::set(name, a, Expected::from_read(read), "stale");
+        assert_eq!(
+            store.apply(&[update]).expect("a lost race is no error"),
+            Applied::Conflict
+        );
+        assert_eq!(store.ref_target(name).expect("read"), Some(b));
+    }
+
+    #[test]
+    fn a_ref_another_process_made_after_the_read_is_a_conflict() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let (a, b) = two_commits(&store);
+        let name = "refs/orch/test/made";
+        let read = store.ref_target(name).expect("read");
+        assert_eq!(read, None);
+        git_update_ref(dir.path(), &[name.into(), b.to_string()]);
+        let update = RefUpdate::set(name, a, Expected::from_read(read), "stale");
+        assert_eq!(
+            store.apply(&[update]).expect("a lost race is no error"),
+            Applied::Conflict
+        );
+        assert_eq!(store.ref_target(name).expect("read"), Some(b));
+    }
+
+    #[test]
+    fn a_conflict_is_known_by_gix_type_and_not_by_wording() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let (a, b) = two_commits(&store);
+        let name = "refs/orch/test/typed";
+        store
+            .apply(&[RefUpdate::set(name, b, Expected::Absent, "make")])
+            .expect("create");
+        use gix::refs::Target;
+        use gix::refs::transaction::{LogChange, PreviousValue, RefEdit};
+        let stale = RefEdit::update_with_log(
+            full_name(name).expect("name"),
+            Target::Object(b),
+            PreviousValue::MustExistAndMatch(Target::Object(a)),
+            LogChange::default(),
+        );
+        let fail = gix::lock::acquire::Fail::Immediately;
+        let e = store
+            .repo
+            .refs
+            .transaction()
+            .prepare(vec![stale], fail, fail)
+            .map(drop)
+            .expect_err("the ref is at b, not a");
+        assert!(is_cas_conflict(&e), "{e:?}");
+        // Words that once identified a conflict are not one.
+        let words = gix::Error::from_error(std::io::Error::other(
+            "the reference should have content a, but the previous value did not exist",
+        ));
+        assert!(!is_cas_conflict(&words));
+    }
 }

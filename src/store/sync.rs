@@ -46,12 +46,21 @@ pub struct SyncReport {
     /// Fetch-integrate-push rounds needed.
     pub rounds: u32,
     /// Things the user should know (a writer id shared by two clones).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<SyncWarning>,
     /// Other writers' logs that arrived rewritten (not a fast-forward).
     pub rewrites: Vec<Rewrite>,
     /// Logs of the remote not taken in: they gained an event over
     /// [`MAX_EVENT_BYTES`].
     pub refused: Vec<Refused>,
+}
+
+/// Something a sync found that the user should know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SyncWarning {
+    /// This clone's own log had diverged from the remote's copy: another
+    /// clone writes under the same writer id.
+    #[error("{reference} had diverged: another clone uses the same writer id (a copied .git?)")]
+    WriterIdShared { reference: String },
 }
 
 /// A remote's log that `sync` would not take in, and why.
@@ -89,9 +98,9 @@ impl Store {
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             && !remote.contains("..");
         if !valid || store.config_get(&format!("remote.{remote}.url"))?.is_none() {
-            return Err(StoreError::Corrupt(format!(
-                "{remote:?} is not a configured remote\nhint: add it with `git remote add <name> <url>`, then run `git orch init --remote <name>`"
-            )));
+            return Err(StoreError::UnknownRemote {
+                remote: remote.to_owned(),
+            });
         }
         Ok(())
     }
@@ -346,9 +355,9 @@ impl Store {
         if let Some(own) = own
             && report.merged.contains(&own)
         {
-            report.warnings.push(format!(
-                "{own} had diverged: another clone uses the same writer id (a copied .git?)\nhint: give one of the clones its own id with `git orch init --new-writer`"
-            ));
+            report
+                .warnings
+                .push(SyncWarning::WriterIdShared { reference: own });
         }
         Ok(())
     }

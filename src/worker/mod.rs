@@ -35,7 +35,7 @@ use crate::clock::now_ms;
 use crate::event::{Event, Failure, FailureClass, Outcome, RunSummary};
 use crate::ids::{RunId, TaskId};
 use crate::run::attempt::{self, Attempt, AttemptEnd};
-use crate::run::progress::{LandReport, Progress};
+use crate::run::progress::{LandReport, LandingProblem, Progress};
 use crate::run::schedule::ready_tasks;
 use crate::run::{RunContext, RunError};
 use crate::state::{RunState, SharedIndex};
@@ -85,6 +85,7 @@ pub enum Report {
     Skipped {
         run: String,
         why: String,
+        cause: SkipCause,
     },
     /// A sync failed; the worker tries again next round.
     SyncFailed(String),
@@ -99,6 +100,22 @@ pub enum Report {
         run: String,
         summary: RunSummary,
     },
+}
+
+/// Why a run is not worked here, for the hint the command line gives.
+#[derive(Debug, Clone)]
+pub enum SkipCause {
+    /// Its approval no longer holds for the plan it runs.
+    NotApproved(Box<crate::approval::Verdict>),
+    /// Its state cannot be read here; tried again every round. `persists`:
+    /// still failing after several rounds.
+    Failing { persists: bool },
+    /// This machine's agents cannot work for it as configured.
+    Config,
+    /// Its landing was refused.
+    Landing(LandingProblem),
+    /// The target could not follow the remote's; tried again next round.
+    Following(Option<LandingProblem>),
 }
 
 /// How the worker stopped.
@@ -133,7 +150,7 @@ struct ClaimedAttempt {
 }
 
 /// A landing running here under the run's queue claim.
-type Landing = (RunId, Oid, Result<LandReport, String>);
+type Landing = (RunId, Oid, Result<LandReport, crate::merge::MergeError>);
 
 /// The worker itself.
 pub struct Worker {
@@ -296,10 +313,11 @@ impl Worker {
             }
             Err(e) => {
                 let why = e.to_string();
-                if matches!(e, RunError::NotApproved(_)) {
+                if let RunError::NotApproved { verdict, .. } = e {
                     report(Report::Skipped {
                         run: run.id.to_string(),
                         why: why.clone(),
+                        cause: SkipCause::NotApproved(verdict),
                     });
                     self.skipped.insert(run.id.clone(), why);
                     return None;
@@ -315,10 +333,13 @@ impl Worker {
                         run: run.id.to_string(),
                         why: if seen.1 == FAILING_ROUNDS {
                             format!(
-                                "{why} (still failing after {FAILING_ROUNDS} rounds; retrying every round)\nhint: `git orch sync` and `git orch fsck` show whether this clone lacks state; check the remote is reachable"
+                                "{why} (still failing after {FAILING_ROUNDS} rounds; retrying every round)"
                             )
                         } else {
                             format!("{why} (retrying next round)")
+                        },
+                        cause: SkipCause::Failing {
+                            persists: seen.1 == FAILING_ROUNDS,
                         },
                     });
                 }
@@ -472,6 +493,12 @@ impl Worker {
                         report(Report::Skipped {
                             run: run.id.to_string(),
                             why: format!("{e} (trying again next round)"),
+                            cause: SkipCause::Following(match e {
+                                crate::merge::MergeError::Checkout { problem, .. } => {
+                                    Some(*problem)
+                                }
+                                _ => None,
+                            }),
                         });
                         return Ok(());
                     }
@@ -680,9 +707,8 @@ impl Worker {
         }
         report(Report::Skipped {
             run: run.to_string(),
-            why: format!(
-                "{why}\nhint: this worker leaves the run to others; fix it (`git orch agents` checks every agent), then start the worker again"
-            ),
+            why: why.clone(),
+            cause: SkipCause::Config,
         });
         self.contexts.remove(run);
         self.skipped.insert(run.clone(), why);
@@ -801,7 +827,7 @@ impl Worker {
             self.landing_claim = Some((run_id.clone(), commit, Instant::now()));
             self.landing.spawn(async move {
                 let cancel = CancellationToken::new();
-                let result = queue.land_next(&cancel).await.map_err(|e| e.to_string());
+                let result = queue.land_next(&cancel).await;
                 (run_id, commit, result)
             });
             return Ok(());
@@ -834,18 +860,22 @@ impl Worker {
                         progress: Progress::LandingFailed { attempt, reason },
                     });
                 }
-                for why in r.warnings {
+                for problem in r.warnings {
                     report(Report::Run {
                         run: run_s.clone(),
-                        progress: Progress::Warning(why),
+                        progress: Progress::Landing {
+                            problem,
+                            stops: false,
+                        },
                     });
                 }
-                if let Some(why) = r.refused {
+                if let Some(problem) = r.refused {
                     report(Report::Skipped {
                         run: run_s,
-                        why: why.clone(),
+                        why: problem.to_string(),
+                        cause: SkipCause::Landing(problem.clone()),
                     });
-                    self.skipped.insert(run, why);
+                    self.skipped.insert(run, problem.to_string());
                 }
             }
             // A refused push, a lost claim, a remote out of reach: the

@@ -18,6 +18,7 @@ mod demo;
 mod docs_defaults;
 mod docs_generated;
 mod e2e_agents;
+mod edge_errors;
 mod everyday;
 mod exactly_once;
 mod exit_codes;
