@@ -329,6 +329,24 @@ impl StateIndex {
         Ok(index)
     }
 
+    /// The index of `store`'s log for a reader that must write nothing
+    /// (`git orch web`): it starts from the cache when there is a usable
+    /// one and folds what the log gained since in memory, but never saves,
+    /// so the repository stays exactly as it was however long it reads.
+    pub fn open_read_only(store: &Store) -> Result<Self, StoreError> {
+        let (mut index, usable) = Self::load(store);
+        index.read_only = true;
+        index.recovering(|ix| {
+            if usable {
+                ix.refresh_inner(store).map(drop)
+            } else {
+                let tips = store.log_tips()?.into_iter().collect();
+                ix.rebuild(store, tips)
+            }
+        })?;
+        Ok(index)
+    }
+
     /// The newest saved index of `store`'s log as it is on disk, not
     /// brought up to date, and whether it was usable (else it is empty).
     fn load(store: &Store) -> (Self, bool) {
@@ -391,6 +409,8 @@ impl StateIndex {
     fn start_again(&mut self, from_log: bool) -> Result<(), StoreError> {
         let store = self.source.0.handle();
         let (mut fresh, usable) = Self::load(&store);
+        // A read-only index stays read-only through a fresh start.
+        fresh.read_only |= self.read_only;
         if usable && !from_log {
             let caught_up = fresh.refresh_inner(&store);
             if caught_up.is_err() {
@@ -1284,6 +1304,47 @@ mod tests {
         ] {
             assert_eq!(run_of_file(&other), None, "{other}");
         }
+    }
+
+    /// A read-only index folds the log, with no cache and then with what
+    /// the log gained, and never writes one: not when it rebuilds, not
+    /// when it passes the save threshold, not when it is dropped.
+    #[test]
+    fn a_read_only_index_folds_everything_and_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let run = RunId::new("proj-abc123").expect("run id");
+        store
+            .append((0..10).map(|i| result(&run, i)).collect())
+            .expect("append");
+        let cache = store.orch_dir().join("state");
+        let mut index = StateIndex::open_read_only(&store).expect("index");
+        let tree = |i: usize| format!("{:040x}", i + 1_000_000);
+        assert_eq!(
+            index.runs_with_tree(&tree(3)).expect("lookup"),
+            vec![run.clone()]
+        );
+        store
+            .append(
+                (10..(10 + SAVE_AFTER + 5))
+                    .map(|i| result(&run, i))
+                    .collect(),
+            )
+            .expect("append");
+        assert!(index.refresh(&store).expect("refresh"));
+        assert_eq!(
+            index
+                .runs_with_tree(&tree(10 + SAVE_AFTER))
+                .expect("lookup"),
+            vec![run.clone()]
+        );
+        index.save().expect("save is a no-op");
+        drop(index);
+        assert!(
+            !cache.exists(),
+            "a read-only index wrote {}",
+            cache.display()
+        );
     }
 
     /// A reader that looks up many keys keeps a bounded number of catalog
