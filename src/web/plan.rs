@@ -43,7 +43,7 @@ pub fn render(ctx: &mut Ctx<'_>, id: &str, rev: Option<u32>) -> Result<Markup, P
     })?;
     let mut runs: Vec<crate::state::RunBrief> = ctx
         .index
-        .all_briefs()?
+        .all_briefs_lean()?
         .into_iter()
         .filter(|b| b.plan_id == id)
         .collect();

@@ -60,7 +60,11 @@ impl Reader {
                 index: &mut index,
                 links: &self.links,
             };
-            f(&mut ctx)
+            let out = f(&mut ctx);
+            // What a page loaded and the cache holds is read again when
+            // needed: the server's memory stays that of the runs in play.
+            index.trim();
+            out
         })?
     }
 

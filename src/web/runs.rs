@@ -21,7 +21,7 @@ pub const PER_PAGE: usize = 50;
 
 /// The list of runs, page `page` (from 1).
 pub fn render(ctx: &mut Ctx<'_>, page_no: usize) -> Result<Markup, PageError> {
-    let mut briefs = ctx.index.all_briefs()?;
+    let mut briefs = ctx.index.all_briefs_lean()?;
     briefs.sort_by_key(|b| std::cmp::Reverse((b.started_ms, b.id.clone())));
     let pages = briefs.len().div_ceil(PER_PAGE).max(1);
     if page_no == 0 || page_no > pages {
