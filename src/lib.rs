@@ -26,4 +26,5 @@ pub mod run;
 pub mod sandbox;
 pub mod state;
 pub mod store;
+pub mod web;
 pub mod worker;

@@ -859,6 +859,51 @@ pub fn spawn_pager(
     })
 }
 
+/// Opens `url` in the user's browser, in the background: `$BROWSER` when
+/// set (a program, given the URL as its one argument), else `xdg-open`
+/// (`open` on macOS). A shell starts it and exits at once, so no zombie is
+/// left for a long-lived caller to reap; whether the browser came up is
+/// not known.
+pub fn open_url(url: &str) -> Result<(), ProcessError> {
+    let program = std::env::var("BROWSER")
+        .ok()
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| {
+            if cfg!(target_os = "macos") {
+                "open".into()
+            } else {
+                "xdg-open".into()
+            }
+        });
+    if !on_path(&program) {
+        return Err(ProcessError::Spawn {
+            program: program.clone(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"),
+        });
+    }
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" \"$1\" >/dev/null 2>&1 </dev/null &")
+        .arg(&program)
+        .arg(url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|source| ProcessError::Spawn {
+            program: "sh".into(),
+            source,
+        })?;
+    if !status.success() {
+        return Err(ProcessError::Failed {
+            command: format!("sh -c '{program} <url> &'"),
+            status: status.to_string(),
+            stderr: String::new(),
+        });
+    }
+    Ok(())
+}
+
 /// Limits glibc's per-thread malloc arenas for a long-lived process with a
 /// few worker threads: each arena keeps its freed memory, and a driver's
 /// resident size is mostly that. A no-op on other C libraries.

@@ -33,6 +33,7 @@ pub mod supervise;
 pub mod sync;
 pub mod task;
 pub mod verify;
+pub mod web;
 pub mod worker;
 
 use std::path::PathBuf;
@@ -111,6 +112,7 @@ pub enum Command {
     Hook(hook::HookArgs),
     Hooks(hooks::HooksArgs),
     Log(log::LogArgs),
+    Web(web::WebArgs),
     Sync(sync::SyncArgs),
     Worker(worker::WorkerArgs),
     Agents(agents::AgentsArgs),
@@ -252,6 +254,7 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Hook(args) => hook::run(cli, args),
         Command::Hooks(args) => hooks::run(cli, args),
         Command::Log(args) => log::run(cli, args),
+        Command::Web(args) => web::run(cli, args),
         Command::Sync(args) => sync::run(cli, args),
         Command::Worker(args) => worker::run(cli, args),
         Command::Agents(args) => agents::run(cli, args),

@@ -86,7 +86,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Plan order with dependencies first (Kahn; plan order breaks ties).
-fn topo_order(plan: &crate::plan::Plan) -> Vec<TaskId> {
+pub fn topo_order(plan: &crate::plan::Plan) -> Vec<TaskId> {
     let mut done: BTreeSet<TaskId> = BTreeSet::new();
     let mut out = Vec::new();
     while out.len() < plan.subtasks.len() {

@@ -53,6 +53,18 @@ pub fn verify(
     require_signed: bool,
 ) -> Result<Vec<Verification>, crate::store::StoreError> {
     let mut index = StateIndex::open(store)?;
+    verify_with(store, &mut index, commits, require_signed)
+}
+
+/// Checks every commit in `commits` against the state `index` holds (a
+/// reader that keeps its own index, such as `git orch web`, which must not
+/// save one).
+pub fn verify_with(
+    store: &Store,
+    index: &mut StateIndex,
+    commits: &[Oid],
+    require_signed: bool,
+) -> Result<Vec<Verification>, crate::store::StoreError> {
     let mut out = Vec::new();
     for &c in commits {
         let hex = c.to_string();

@@ -329,6 +329,24 @@ impl StateIndex {
         Ok(index)
     }
 
+    /// The index of `store`'s log for a reader that must write nothing
+    /// (`git orch web`): it starts from the cache when there is a usable
+    /// one and folds what the log gained since in memory, but never saves,
+    /// so the repository stays exactly as it was however long it reads.
+    pub fn open_read_only(store: &Store) -> Result<Self, StoreError> {
+        let (mut index, usable) = Self::load(store);
+        index.read_only = true;
+        index.recovering(|ix| {
+            if usable {
+                ix.refresh_inner(store).map(drop)
+            } else {
+                let tips = store.log_tips()?.into_iter().collect();
+                ix.rebuild(store, tips)
+            }
+        })?;
+        Ok(index)
+    }
+
     /// The newest saved index of `store`'s log as it is on disk, not
     /// brought up to date, and whether it was usable (else it is empty).
     fn load(store: &Store) -> (Self, bool) {
@@ -391,6 +409,8 @@ impl StateIndex {
     fn start_again(&mut self, from_log: bool) -> Result<(), StoreError> {
         let store = self.source.0.handle();
         let (mut fresh, usable) = Self::load(&store);
+        // A read-only index stays read-only through a fresh start.
+        fresh.read_only |= self.read_only;
         if usable && !from_log {
             let caught_up = fresh.refresh_inner(&store);
             if caught_up.is_err() {
@@ -948,6 +968,45 @@ impl StateIndex {
         Ok(out.into_values().collect())
     }
 
+    /// Every run, briefly, as [`StateIndex::all_briefs`] gives them, but
+    /// reading the catalog one shard at a time and keeping no shard it
+    /// did not hold before: for a long-lived reader (`git orch web`),
+    /// which would otherwise hold the whole catalog from its first list on.
+    pub fn all_briefs_lean(&mut self) -> Result<Vec<RunBrief>, StoreError> {
+        let mut out: BTreeMap<RunId, RunBrief> = BTreeMap::new();
+        for n in 0..SHARDS {
+            let held = self.shards.contains_key(&n);
+            self.recovering(|ix| ix.load_shard(n))?;
+            for v in self.shards[&n].values() {
+                if let Value::Run(b) = v {
+                    out.insert(b.id.clone(), b.clone());
+                }
+            }
+            // One on disk can be read again (with what is pending).
+            if !held && self.file.shards.contains_key(&n) {
+                self.shards.remove(&n);
+            }
+        }
+        for b in self.file.open.values() {
+            out.insert(b.id.clone(), b.clone());
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// Lets go of what can be read again from the cache files: the
+    /// records of finished runs that all came from their saved run file,
+    /// and catalog shards saved on disk. Unfinished runs (read again
+    /// soon) and whatever was folded but not saved stay. For a long-lived
+    /// reader, whose memory would otherwise grow with every run it was
+    /// asked about.
+    pub fn trim(&mut self) {
+        let (dirty, open) = (&self.dirty, &self.file.open);
+        self.slots
+            .retain(|run, _| dirty.contains(run) || open.contains_key(run));
+        let written = &self.file.shards;
+        self.shards.retain(|n, _| !written.contains_key(n));
+    }
+
     /// The state of `run`, if the log has it.
     pub fn run(&mut self, run: &RunId) -> Result<Option<&RunState>, StoreError> {
         if !self.recovering(|ix| ix.load_run(run))? {
@@ -1284,6 +1343,72 @@ mod tests {
         ] {
             assert_eq!(run_of_file(&other), None, "{other}");
         }
+    }
+
+    /// A read-only index folds the log, with no cache and then with what
+    /// the log gained, and never writes one: not when it rebuilds, not
+    /// when it passes the save threshold, not when it is dropped.
+    #[test]
+    fn a_read_only_index_folds_everything_and_writes_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let run = RunId::new("proj-abc123").expect("run id");
+        store
+            .append((0..10).map(|i| result(&run, i)).collect())
+            .expect("append");
+        let cache = store.orch_dir().join("state");
+        let mut index = StateIndex::open_read_only(&store).expect("index");
+        let tree = |i: usize| format!("{:040x}", i + 1_000_000);
+        assert_eq!(
+            index.runs_with_tree(&tree(3)).expect("lookup"),
+            vec![run.clone()]
+        );
+        store
+            .append(
+                (10..(10 + SAVE_AFTER + 5))
+                    .map(|i| result(&run, i))
+                    .collect(),
+            )
+            .expect("append");
+        assert!(index.refresh(&store).expect("refresh"));
+        assert_eq!(
+            index
+                .runs_with_tree(&tree(10 + SAVE_AFTER))
+                .expect("lookup"),
+            vec![run.clone()]
+        );
+        index.save().expect("save is a no-op");
+        drop(index);
+        assert!(
+            !cache.exists(),
+            "a read-only index wrote {}",
+            cache.display()
+        );
+    }
+
+    /// What a trimmed index let go of is read again from the cache as it
+    /// was, and the lean list of runs is the full one.
+    #[test]
+    fn a_trimmed_index_reads_again_what_it_let_go() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let run = RunId::new("proj-abc123").expect("run id");
+        store
+            .append((0..20).map(|i| result(&run, i)).collect())
+            .expect("append");
+        StateIndex::open(&store)
+            .expect("index")
+            .save()
+            .expect("save");
+        let mut index = StateIndex::open_read_only(&store).expect("index");
+        let before = index.run(&run).expect("run").cloned();
+        let briefs = index.all_briefs().expect("briefs");
+        index.trim();
+        assert!(index.slots.is_empty() || index.file.open.contains_key(&run));
+        assert_eq!(index.all_briefs_lean().expect("lean"), briefs);
+        assert_eq!(index.run(&run).expect("run").cloned(), before);
+        let tree = format!("{:040x}", 7 + 1_000_000);
+        assert_eq!(index.runs_with_tree(&tree).expect("lookup"), vec![run]);
     }
 
     /// A reader that looks up many keys keeps a bounded number of catalog

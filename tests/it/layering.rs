@@ -39,6 +39,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("worker", 10),
         ("demo", 11),
         ("fsck", 11),
+        ("web", 11),
         ("cli", 12),
     ])
 }
