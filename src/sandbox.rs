@@ -30,6 +30,7 @@
 pub mod binds;
 pub mod command_line;
 pub mod exposure;
+pub mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,9 @@ pub enum SandboxError {
     /// the sandbox hides.
     #[error(transparent)]
     BadBind(#[from] binds::BindError),
+    /// `[worktree]` cannot be given to the command as configured.
+    #[error(transparent)]
+    Warm(#[from] warm::WarmError),
     /// A folder of the sandbox could not be prepared.
     #[error("preparing the sandbox at {}: {source}", path.display())]
     Io {
@@ -116,6 +120,9 @@ pub struct Sandbox {
     pub pass_env: Vec<String>,
     pub bind: Vec<PathBuf>,
     pub ro_bind: Vec<PathBuf>,
+    /// `[worktree]`: local files and warm caches ([`warm`]).
+    #[serde(skip)]
+    pub warm: crate::config::WorktreeSettings,
 }
 
 /// The arguments of the probe: the same isolation the real commands get.
@@ -226,6 +233,7 @@ pub fn resolve(settings: &SandboxSettings) -> Result<Sandbox, SandboxError> {
         pass_env: settings.pass_env.clone(),
         bind: settings.bind.clone(),
         ro_bind: settings.ro_bind.clone(),
+        warm: settings.worktree.clone(),
     })
 }
 
@@ -618,6 +626,36 @@ fn object_dirs(common: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Warm worktrees (issue 28): gives a checkout git-orch just made (an
+/// attempt's worktree, a gate's or the merge queue's scratch checkout)
+/// what `[worktree]` asks, for commands confined as `settings` say (see
+/// [`warm::prepare_checkout`]). Nothing to do where the sandbox cannot be
+/// resolved: the command run there reports that.
+pub fn warm_checkout(
+    settings: &SandboxSettings,
+    common: &Path,
+    checkout: &Path,
+) -> Result<Vec<String>, warm::WarmError> {
+    if settings.worktree.is_empty() {
+        return Ok(Vec::new());
+    }
+    match resolve(settings) {
+        Ok(sandbox) => {
+            warm::prepare_checkout(&settings.worktree, sandbox.confines(), common, checkout)
+        }
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// What a run says once about `[worktree]` ([`warm::notices`]); the
+/// sandbox's own notice says why it cannot be resolved, if it cannot.
+pub fn warm_notices(settings: &SandboxSettings, common: &Path) -> Vec<String> {
+    match resolve(settings) {
+        Ok(sandbox) => warm::notices(&settings.worktree, sandbox.confines(), common),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// `OPTION SOURCE DEST` for bwrap.
 fn bind(args: &mut Vec<String>, option: &str, source: &Path, dest: &Path) {
     args.push(option.to_owned());
@@ -647,6 +685,7 @@ impl Sandbox {
             pass_env: Vec::new(),
             bind: Vec::new(),
             ro_bind: Vec::new(),
+            warm: Default::default(),
         }
     }
 
@@ -1011,8 +1050,10 @@ impl Sandbox {
         args.push("--".into());
         args.push(spec.program.clone());
         args.append(&mut spec.args);
-        spec.program = "bwrap".into();
-        spec.args = args;
+        // Warm caches (issue 28): overlays mounted in a namespace of the
+        // command's own before bubblewrap binds the checkout and home.
+        let overlays = warm::overlays(&self.warm, &common, &worktree, &private_home)?;
+        (spec.program, spec.args) = warm::wrap_command("bwrap".into(), args, &overlays);
         spec.env = env
             .into_iter()
             .map(|(k, v)| {
@@ -1093,6 +1134,7 @@ mod tests {
             pass_env: Vec::new(),
             bind,
             ro_bind: Vec::new(),
+            warm: Default::default(),
         };
         let worktree = root.join("proj.orch/run/t-1");
         let git = root.join("proj/.git");

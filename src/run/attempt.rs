@@ -390,6 +390,17 @@ async fn prepare(job: &Job, spec: &AgentSpec, paths: &AttemptPaths) -> Result<u1
     .map_err(|e| Prepare::NotMade(e.to_string()))?;
     drop(permit);
     made.map_err(Prepare::NotMade)?;
+    // Warm worktrees (issue 28): local files and cache copies.
+    super::warm::worktree(&ctx, &paths.worktree)
+        .await
+        .map_err(|e| {
+            let class = if e.is_config() {
+                FailureClass::Config
+            } else {
+                FailureClass::Internal
+            };
+            Prepare::Failed(class, e.to_string())
+        })?;
     failpoint("attempt.worktree-added").await;
     let p = paths.clone();
     let owned = job.task.owned_globs.clone();

@@ -43,6 +43,7 @@ mod state_log;
 mod status;
 mod supervision;
 mod usage;
+mod warm;
 mod what_lands;
 mod workers;
 
