@@ -8,9 +8,9 @@
 //!   change and `cargo build --offline` in the main checkout;
 //! - **warm attempt**: `git orch run` of one subtask whose fake agent
 //!   makes a one-line change, verified by `cargo build --offline`, with
-//!   `[worktree] cache = target/ ~/.cargo/registry`;
+//!   `[worktree] cache = target/ ~/.cargo`;
 //! - **cold attempt** (today): the same without `target/` among the
-//!   caches (`~/.cargo/registry` stays, so neither side downloads: the cold
+//!   caches (`~/.cargo` stays, so neither side downloads: the cold
 //!   side compiles every dependency in the gate's fresh checkout, which is
 //!   what an attempt did before).
 //!
@@ -195,6 +195,11 @@ fn attempt(repo: &Path, builds: bool) -> (Duration, Duration) {
     } else {
         "run sh -c 'sed -i \"s/^    [0-9]*$/    $(date +%N)/\" src/$ORCH_TASK.rs'\n"
     };
+    // Cargo's home at its real place (the sandbox's HOME is private),
+    // seen warm through `~/.cargo` among the caches.
+    if let Some(home) = std::env::var_os("HOME") {
+        cmd.env("CARGO_HOME", Path::new(&home).join(".cargo"));
+    }
     cmd.env("FAKE_AGENT_SCRIPT", script)
         .env("GIT_ORCH_PASS_ENV", "FAKE_*")
         .env_remove("GIT_ORCH_SANDBOX");
@@ -213,7 +218,7 @@ fn attempt(repo: &Path, builds: bool) -> (Duration, Duration) {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|e| e["type"] == "gate_verdict" && e["verdict"]["gate"] == "verification")
         .filter_map(|e| e["verdict"]["duration_ms"].as_u64())
-        .max()
+        .next_back()
         .unwrap_or(0);
     (wall, Duration::from_millis(verdict))
 }
@@ -271,14 +276,13 @@ fn main() {
         .tempdir_in(common::bench_root())
         .expect("temp dir");
     println!("warm bench on {}", common::machine(root.path()));
-    let warm = project(root.path(), "warm", "target/ ~/.cargo/registry", false, 1);
-    let cold = project(root.path(), "cold", "~/.cargo/registry", false, 1);
+    let warm = project(root.path(), "warm", "target/ ~/.cargo", false, 1);
+    let cold = project(root.path(), "cold", "~/.cargo", false, 1);
     let first = cargo(&warm, &["build", "--offline", "-q"]);
     println!(
         "cold build in the main checkout: {} (clap, regex, serde, serde_json; debug)",
         secs(first)
     );
-    cargo(&cold, &["build", "--offline", "-q"]);
     let notices = common::command(common::orch_bin(), &warm)
         .args(["agents", "fake"])
         .output()
@@ -349,13 +353,16 @@ fn main() {
         cold_run.as_secs_f64() / warm_run.as_secs_f64()
     );
     // Disk: 8 attempts at cap 8, agents building in their worktrees too.
-    let many = project(
-        root.path(),
-        "many",
-        "target/ ~/.cargo/registry",
-        true,
-        SUBTASKS,
-    );
+    let many = project(root.path(), "many", "target/ ~/.cargo", true, SUBTASKS);
+    // The same crates, built once: a copy of the first project's target/
+    // (Cargo keys its caches on paths relative to the workspace).
+    let copied = Command::new("cp")
+        .args(["-a"])
+        .arg(warm.join("target"))
+        .arg(many.join("target"))
+        .status()
+        .expect("cp");
+    assert!(copied.success(), "copying target/");
     cargo(&many, &["build", "--offline", "-q"]);
     let target_kb = disk_kb(&[many.join("target")]);
     let (wall, _) = attempt(&many, true);

@@ -930,16 +930,30 @@ impl Sandbox {
             .collect();
         let path_var = env_map.get("PATH").copied();
         let needed = exposure::needed_files(&names, path_var, &trusted);
+        // Warm caches (issue 28): overlays mounted in a namespace of the
+        // command's own before bubblewrap binds the checkout; home caches
+        // at their real paths (tools key caches on absolute paths).
+        let overlays = warm::overlays(&self.warm, &common, &worktree, real_home.as_deref())?;
         if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
             flag(&mut args, "--tmpfs", &real.to_string_lossy());
-            for root in toolchain_roots(real, path_var, &needed) {
-                bind(&mut args, "--ro-bind", &root, &root);
-                // Registry tokens sit inside some toolchain folders.
-                for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
-                    let file = real.join(secret);
-                    if file.starts_with(&root) && file.is_file() {
-                        bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
-                    }
+            let roots = toolchain_roots(real, path_var, &needed);
+            for root in &roots {
+                bind(&mut args, "--ro-bind", root, root);
+            }
+            let cached: Vec<PathBuf> = overlays
+                .iter()
+                .filter(|o| o.base == *real)
+                .map(|o| o.base.join(&o.rel))
+                .collect();
+            for dest in &cached {
+                bind(&mut args, "--bind", dest, dest);
+            }
+            // Registry tokens sit inside some toolchain folders.
+            for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
+                let file = real.join(secret);
+                let shown = roots.iter().chain(&cached).any(|r| file.starts_with(r));
+                if shown && file.is_file() {
+                    bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
                 }
             }
         }
@@ -1050,9 +1064,6 @@ impl Sandbox {
         args.push("--".into());
         args.push(spec.program.clone());
         args.append(&mut spec.args);
-        // Warm caches (issue 28): overlays mounted in a namespace of the
-        // command's own before bubblewrap binds the checkout and home.
-        let overlays = warm::overlays(&self.warm, &common, &worktree, &private_home)?;
         (spec.program, spec.args) = warm::wrap_command("bwrap".into(), args, &overlays);
         spec.env = env
             .into_iter()

@@ -596,14 +596,16 @@ impl Overlay {
     }
 }
 
-/// The overlays a command confined in bubblewrap in `checkout` (with
-/// `home` as its private home) gets, their layers made. Empty unless the
-/// caches are overlays here.
+/// The overlays a command confined in bubblewrap in `checkout` gets,
+/// their layers made: home caches at their real place in `home` (the
+/// sandbox binds them there, writable, over its hidden home), since
+/// tools key their caches on absolute paths. Empty unless the caches are
+/// overlays here.
 pub fn overlays(
     w: &WorktreeSettings,
     common: &Path,
     checkout: &Path,
-    home: &Path,
+    home: Option<&Path>,
 ) -> Result<Vec<Overlay>, WarmError> {
     if w.cache.is_empty() || method(w, true) != Method::Overlay {
         return Ok(Vec::new());
@@ -621,7 +623,10 @@ pub fn overlays(
     for (i, s) in found.into_iter().enumerate() {
         let (base, rel, tag) = match &s.entry {
             CachePath::Repo(rel) => (checkout.clone(), rel.clone(), "repo"),
-            CachePath::Home(rel) => (canonical(home), rel.clone(), "home"),
+            CachePath::Home(rel) => match home {
+                Some(h) => (canonical(h), rel.clone(), "home"),
+                None => continue,
+            },
         };
         let slug: String = rel
             .chars()
