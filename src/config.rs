@@ -16,6 +16,9 @@ use crate::agent::price::Price;
 use crate::plan::format::GateMode;
 use crate::store::config::{ConfigValues, Section};
 
+pub mod worktree;
+pub use worktree::{CacheMode, CachePath, WorktreeSettings};
+
 /// `[orch] sandbox`: whether attempts run in a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SandboxMode {
@@ -63,6 +66,9 @@ pub struct SandboxSettings {
     pub bind: Vec<PathBuf>,
     /// More paths they may read where the sandbox would hide them.
     pub ro_bind: Vec<PathBuf>,
+    /// `[worktree]`: the local files and warm caches every confined
+    /// command's checkout gets (`sandbox::warm`).
+    pub worktree: WorktreeSettings,
 }
 
 impl Default for SandboxSettings {
@@ -73,6 +79,7 @@ impl Default for SandboxSettings {
             pass_env: Vec::new(),
             bind: Vec::new(),
             ro_bind: Vec::new(),
+            worktree: WorktreeSettings::default(),
         }
     }
 }
@@ -593,6 +600,12 @@ impl Settings {
                     into.push(PathBuf::from(p));
                 }
             }
+        }
+        // (warm worktrees, issue 28)
+        if let Some(w) = values.section("worktree", None) {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            s.sandbox.worktree =
+                worktree::parse(w, home.as_deref()).map_err(|r| err(w, r.key, r.message))?;
         }
         for p in values.subsections("price") {
             let model = p.subsection.clone().expect("subsections have names");

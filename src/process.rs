@@ -68,6 +68,21 @@ pub fn supervised() -> bool {
     SUPERVISOR.get().is_some()
 }
 
+/// This program, as the command line set it for [`use_supervisor`]: what
+/// wraps a command that must start in a namespace of its own (the warm
+/// caches' `git-orch warm-mount`). `None` in the library's unit tests.
+pub fn this_program() -> Option<&'static Path> {
+    SUPERVISOR.get().map(PathBuf::as_path)
+}
+
+/// Replaces this process with `program` (for a wrapper that prepared
+/// something only a process of its own can have, such as mounts in a
+/// namespace of its own). Returns only on failure.
+pub fn exec(program: &OsStr, args: &[std::ffi::OsString]) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    Command::new(program).args(args).exec()
+}
+
 /// A program that could not be started or did not succeed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {

@@ -30,6 +30,7 @@
 pub mod binds;
 pub mod command_line;
 pub mod exposure;
+pub mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +68,9 @@ pub enum SandboxError {
     /// the sandbox hides.
     #[error(transparent)]
     BadBind(#[from] binds::BindError),
+    /// `[worktree]` cannot be given to the command as configured.
+    #[error(transparent)]
+    Warm(#[from] warm::WarmError),
     /// A folder of the sandbox could not be prepared.
     #[error("preparing the sandbox at {}: {source}", path.display())]
     Io {
@@ -86,7 +90,7 @@ impl SandboxError {
                     .to_owned(),
             ),
             SandboxError::BadBind(b) => Some(b.fix.clone()),
-            SandboxError::BadOverride { .. } | SandboxError::Io { .. } => None,
+            SandboxError::BadOverride { .. } | SandboxError::Warm(_) | SandboxError::Io { .. } => None,
         }
     }
 }
@@ -145,6 +149,9 @@ pub struct Sandbox {
     pub pass_env: Vec<String>,
     pub bind: Vec<PathBuf>,
     pub ro_bind: Vec<PathBuf>,
+    /// `[worktree]`: local files and warm caches ([`warm`]).
+    #[serde(skip)]
+    pub warm: crate::config::WorktreeSettings,
 }
 
 /// The arguments of the probe: the same isolation the real commands get.
@@ -255,6 +262,7 @@ pub fn resolve(settings: &SandboxSettings) -> Result<Sandbox, SandboxError> {
         pass_env: settings.pass_env.clone(),
         bind: settings.bind.clone(),
         ro_bind: settings.ro_bind.clone(),
+        warm: settings.worktree.clone(),
     })
 }
 
@@ -647,6 +655,36 @@ fn object_dirs(common: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Warm worktrees (issue 28): gives a checkout git-orch just made (an
+/// attempt's worktree, a gate's or the merge queue's scratch checkout)
+/// what `[worktree]` asks, for commands confined as `settings` say (see
+/// [`warm::prepare_checkout`]). Nothing to do where the sandbox cannot be
+/// resolved: the command run there reports that.
+pub fn warm_checkout(
+    settings: &SandboxSettings,
+    common: &Path,
+    checkout: &Path,
+) -> Result<Vec<String>, warm::WarmError> {
+    if settings.worktree.is_empty() {
+        return Ok(Vec::new());
+    }
+    match resolve(settings) {
+        Ok(sandbox) => {
+            warm::prepare_checkout(&settings.worktree, sandbox.confines(), common, checkout)
+        }
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+/// What a run says once about `[worktree]` ([`warm::notices`]); the
+/// sandbox's own notice says why it cannot be resolved, if it cannot.
+pub fn warm_notices(settings: &SandboxSettings, common: &Path) -> Vec<String> {
+    match resolve(settings) {
+        Ok(sandbox) => warm::notices(&settings.worktree, sandbox.confines(), common),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// `OPTION SOURCE DEST` for bwrap.
 fn bind(args: &mut Vec<String>, option: &str, source: &Path, dest: &Path) {
     args.push(option.to_owned());
@@ -676,6 +714,7 @@ impl Sandbox {
             pass_env: Vec::new(),
             bind: Vec::new(),
             ro_bind: Vec::new(),
+            warm: Default::default(),
         }
     }
 
@@ -920,16 +959,30 @@ impl Sandbox {
             .collect();
         let path_var = env_map.get("PATH").copied();
         let needed = exposure::needed_files(&names, path_var, &trusted);
+        // Warm caches (issue 28): overlays mounted in a namespace of the
+        // command's own before bubblewrap binds the checkout; home caches
+        // at their real paths (tools key caches on absolute paths).
+        let overlays = warm::overlays(&self.warm, &common, &worktree, real_home.as_deref())?;
         if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
             flag(&mut args, "--tmpfs", &real.to_string_lossy());
-            for root in toolchain_roots(real, path_var, &needed) {
-                bind(&mut args, "--ro-bind", &root, &root);
-                // Registry tokens sit inside some toolchain folders.
-                for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
-                    let file = real.join(secret);
-                    if file.starts_with(&root) && file.is_file() {
-                        bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
-                    }
+            let roots = toolchain_roots(real, path_var, &needed);
+            for root in &roots {
+                bind(&mut args, "--ro-bind", root, root);
+            }
+            let cached: Vec<PathBuf> = overlays
+                .iter()
+                .filter(|o| o.base == *real)
+                .map(|o| o.base.join(&o.rel))
+                .collect();
+            for dest in &cached {
+                bind(&mut args, "--bind", dest, dest);
+            }
+            // Registry tokens sit inside some toolchain folders.
+            for secret in [".cargo/credentials.toml", ".cargo/credentials"] {
+                let file = real.join(secret);
+                let shown = roots.iter().chain(&cached).any(|r| file.starts_with(r));
+                if shown && file.is_file() {
+                    bind(&mut args, "--ro-bind", Path::new("/dev/null"), &file);
                 }
             }
         }
@@ -1040,8 +1093,7 @@ impl Sandbox {
         args.push("--".into());
         args.push(spec.program.clone());
         args.append(&mut spec.args);
-        spec.program = "bwrap".into();
-        spec.args = args;
+        (spec.program, spec.args) = warm::wrap_command("bwrap".into(), args, &overlays);
         spec.env = env
             .into_iter()
             .map(|(k, v)| {
@@ -1122,6 +1174,7 @@ mod tests {
             pass_env: Vec::new(),
             bind,
             ro_bind: Vec::new(),
+            warm: Default::default(),
         };
         let worktree = root.join("proj.orch/run/t-1");
         let git = root.join("proj/.git");

@@ -46,11 +46,25 @@ pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
     let blocked = !args.names.is_empty() && survey.agents.iter().any(|a| !a.ready());
     let code = if blocked { exit::BLOCKED } else { exit::OK };
     let mut out = output::Out::new();
+    // What every checkout gets besides its commit ([worktree]).
+    let warm = match &git_dir {
+        Some(dir) => crate::sandbox::warm_notices(&settings.sandbox, dir),
+        None => Vec::new(),
+    };
     if args.json {
-        out.line(&serde_json::to_string(&survey).expect("the survey serialises"));
+        let mut value = serde_json::to_value(&survey).expect("the survey serialises");
+        value["worktree"] = serde_json::json!({
+            "include": settings.sandbox.worktree.include,
+            "cache": settings.sandbox.worktree.cache.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "notices": warm,
+        });
+        out.line(&value.to_string());
         return Ok(code);
     }
     out.line(&format!("sandbox: {}", survey.sandbox.summary));
+    for line in &warm {
+        out.line(line);
+    }
     for a in &survey.agents {
         let state = if !a.installed {
             "not installed".to_owned()

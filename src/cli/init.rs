@@ -66,6 +66,7 @@ pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
         output::status(&format!(
             "Already initialised (writer {writer}); nothing changed."
         ));
+        suggest_worktree(&store);
         next_steps(
             args.remote
                 .as_deref()
@@ -80,12 +81,35 @@ pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
     for c in changed {
         output::status(&format!("  {c}"));
     }
+    suggest_worktree(&store);
     next_steps(
         args.remote
             .as_deref()
             .or(store.config_get("orch.remote")?.as_deref()),
     );
     Ok(exit::OK)
+}
+
+/// Warm worktrees (issue 28): the `[worktree]` section this project's
+/// files suggest, when its configuration has none.
+fn suggest_worktree(store: &crate::store::Store) {
+    let Some(root) = store.workdir() else { return };
+    let configured = store
+        .resolve_commit("HEAD")
+        .ok()
+        .and_then(|head| store.project_config(head).ok())
+        .is_some_and(|v| v.section("worktree", None).is_some());
+    if configured {
+        return;
+    }
+    if let Some(text) = crate::config::worktree::suggested(root) {
+        output::status(
+            "Suggested for .orch/config, so attempts start with warm caches and your local files (docs/running.md, Warm worktrees):",
+        );
+        for l in text.lines() {
+            output::status(&format!("  {}", l.replace('\t', "    ")));
+        }
+    }
 }
 
 /// What to do next, as commands to type.

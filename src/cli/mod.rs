@@ -33,6 +33,7 @@ pub mod supervise;
 pub mod sync;
 pub mod task;
 pub mod verify;
+pub mod warm_mount;
 pub mod web;
 pub mod worker;
 
@@ -125,6 +126,8 @@ pub enum Command {
     DemoAgent(demo::DemoAgentArgs),
     #[command(hide = true)]
     Supervise(supervise::SuperviseArgs),
+    #[command(hide = true)]
+    WarmMount(warm_mount::WarmMountArgs),
 }
 
 /// The directory a command works in, absolute (gix's discovery panics on a
@@ -193,6 +196,10 @@ pub fn main() -> u8 {
     };
     if let Command::Supervise(args) = &cli.command {
         supervise::run(args);
+    }
+    // Single-threaded still, as a user namespace needs.
+    if let Command::WarmMount(args) = &cli.command {
+        warm_mount::run(args);
     }
     // Agents, gates and setup commands run under this binary's supervisor,
     // so none outlives this process.
@@ -264,5 +271,6 @@ fn dispatch(cli: &Cli) -> CommandResult {
         Command::Demo(args) => demo::run(cli, args),
         Command::DemoAgent(args) => demo::agent(cli, args),
         Command::Supervise(args) => supervise::run(args),
+        Command::WarmMount(args) => warm_mount::run(args),
     }
 }

@@ -332,6 +332,7 @@ fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
             "base": review.base.map(|c| c.to_string()),
             "blocking": blocking,
             "analysis": a,
+            "worktree": worktree_json(&store, review.base),
         });
         output::Out::new().line(&json.to_string());
     } else {
@@ -345,6 +346,9 @@ fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
             base_label(&review)
         ));
         for l in review_lines(&review) {
+            out.line(&l);
+        }
+        for l in worktree_lines(&store, review.base) {
             out.line(&l);
         }
     }
@@ -575,6 +579,26 @@ fn new(cli: &Cli, args: &NewArgs) -> CommandResult {
             .as_deref()
             .unwrap_or("Say what the plan is for");
         output::Out::new().line(&brief::skeleton(instruction));
+        // Warm worktrees: what [worktree] this project's files suggest
+        // (to stderr: stdout is the plan).
+        if let Ok(store) = open_store(&cli.directory)
+            && let Some(root) = store.workdir()
+            && let Some(text) = crate::config::worktree::suggested(root)
+        {
+            let configured = store
+                .resolve_commit("HEAD")
+                .ok()
+                .and_then(|head| store.project_config(head).ok())
+                .is_some_and(|v| v.section("worktree", None).is_some());
+            if !configured {
+                output::status(
+                    "Suggested for .orch/config, so agents start with warm caches and your local files:",
+                );
+                for l in text.lines() {
+                    output::status(&format!("  {}", l.replace('\t', "    ")));
+                }
+            }
+        }
         return Ok(exit::OK);
     }
     let instruction = args.instruction.clone().unwrap_or_default();
@@ -863,4 +887,34 @@ fn show_progress(p: lead::Progress) {
             }
         }
     }
+}
+
+/// What every attempt's checkout gets besides its commit (`[worktree]`
+/// at `base`): so whoever checks a plan sees what its agents get.
+fn worktree_lines(store: &Store, base: Option<crate::store::Oid>) -> Vec<String> {
+    let Some(settings) = store
+        .project_config(base)
+        .ok()
+        .and_then(|v| crate::config::Settings::from_values(&v).ok())
+    else {
+        return Vec::new();
+    };
+    crate::sandbox::warm_notices(&settings.sandbox, store.common_dir())
+}
+
+/// [`worktree_lines`] for `--json`.
+fn worktree_json(store: &Store, base: Option<crate::store::Oid>) -> serde_json::Value {
+    let Some(settings) = store
+        .project_config(base)
+        .ok()
+        .and_then(|v| crate::config::Settings::from_values(&v).ok())
+    else {
+        return serde_json::Value::Null;
+    };
+    let w = &settings.sandbox.worktree;
+    serde_json::json!({
+        "include": w.include,
+        "cache": w.cache.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "notices": crate::sandbox::warm_notices(&settings.sandbox, store.common_dir()),
+    })
 }

@@ -285,6 +285,10 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     for line in crate::preflight::notices(&ctx.settings) {
         output::status(&line);
     }
+    // And what every checkout gets ([worktree], said once).
+    for line in crate::sandbox::warm_notices(&ctx.settings.sandbox, &ctx.common_dir) {
+        output::status(&line);
+    }
     for w in &ctx.agent_warnings {
         output::status(&format!("warning: {w}"));
     }

@@ -221,6 +221,9 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
         for line in crate::preflight::notices(&settings) {
             output::status(&line);
         }
+        for line in crate::sandbox::warm_notices(&settings.sandbox, store.common_dir()) {
+            output::status(&line);
+        }
     }
     let mut worker = Worker::new(store, opts)?;
     crate::process::limit_malloc_arenas(2);

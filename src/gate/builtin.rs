@@ -194,6 +194,48 @@ fn failed(def: &GateDef) -> GateStatus {
     }
 }
 
+/// The scope gate's rule for local files (warm worktrees, issue 28): a
+/// file that `[worktree] include` copies into every checkout (`.env`,
+/// local settings) is the user's, never work to land, whatever the owned
+/// globs say: a result that adds or changes one fails scope.
+pub fn refuse_local_files(
+    v: Verdict,
+    def: &GateDef,
+    changes: &Changes,
+    include: &[String],
+) -> Verdict {
+    if include.is_empty()
+        || !matches!(def.kind, GateKind::Scope)
+        || def.mode == crate::event::GateMode::Skip
+    {
+        return v;
+    }
+    let start = Instant::now();
+    let matcher = crate::sandbox::warm::include_matcher(include);
+    let mut local: Vec<&str> = changes
+        .paths
+        .iter()
+        .map(|c| c.path.as_str())
+        .chain(changes.history.paths.iter().map(|(p, _)| p.as_str()))
+        .filter(|p| matcher.is_match(p))
+        .collect();
+    local.sort_unstable();
+    local.dedup();
+    if local.is_empty() {
+        return v;
+    }
+    verdict(
+        def,
+        failed(def),
+        start,
+        format!(
+            "{} is a local file every checkout gets ([worktree] include): it never lands; take it out of the result",
+            local.join(", ")
+        ),
+        json!({ "local_files": local, "include": include }),
+    )
+}
+
 /// Evaluates one built-in gate. `owned` are the subtask's owned globs.
 pub fn evaluate(def: &GateDef, changes: &Changes, owned: &[String]) -> Verdict {
     let start = Instant::now();

@@ -176,6 +176,7 @@ pub async fn evaluate(
         let (steps, every_commit) = (subject.steps.clone(), subject.every_commit);
         let max_file = subject.settings.max_file_size;
         let owned = subject.task.owned_globs.clone();
+        let include = subject.settings.sandbox.worktree.include.clone();
         let builtin_defs: Vec<GateDef> = defs
             .iter()
             .filter(|d| d.kind.is_builtin())
@@ -192,7 +193,9 @@ pub async fn evaluate(
                         if d.mode == GateMode::Skip {
                             skipped(d, "mode skip")
                         } else {
-                            builtin::evaluate(d, &changes, &owned)
+                            // (warm worktrees: local files never land)
+                            let v = builtin::evaluate(d, &changes, &owned);
+                            builtin::refuse_local_files(v, d, &changes, &include)
                         }
                     })
                     .collect();
@@ -345,12 +348,18 @@ impl Checkout {
             subject.scratch.clone(),
             subject.result,
         );
+        // Warm worktrees (issue 28): local files and cache copies.
+        let warm = subject.settings.sandbox.clone();
+        let warm2 = warm.clone();
         match self {
             Checkout::Unmade => {
                 let made = tokio::task::spawn_blocking(move || {
                     Store::with_reused(&dir, |store| {
                         let guard = crate::store::scratch::ScratchGuard::take(&dir, &scratch)?;
                         crate::store::scratch::prepare_scratch(store, &scratch, result)?;
+                        crate::sandbox::warm_checkout(&warm, &dir, &scratch).map_err(|e| {
+                            StoreError::io("warming the checkout", std::io::Error::other(e))
+                        })?;
                         Ok::<_, StoreError>(guard)
                     })?
                 })
@@ -371,7 +380,11 @@ impl Checkout {
             Checkout::Made { used: true, .. } => {
                 let reset = tokio::task::spawn_blocking(move || {
                     Store::with_reused(&dir, |store| {
-                        crate::store::scratch::prepare_scratch(store, &scratch, result)
+                        crate::store::scratch::prepare_scratch(store, &scratch, result)?;
+                        crate::sandbox::warm_checkout(&warm2, &dir, &scratch).map_err(|e| {
+                            StoreError::io("warming the checkout", std::io::Error::other(e))
+                        })?;
+                        Ok::<_, StoreError>(())
                     })?
                 })
                 .await

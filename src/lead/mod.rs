@@ -277,6 +277,8 @@ const LEAD_BRANCH: &str = "orch-lead";
 
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
+        // Its warm caches' layers go with it (warm worktrees, issue 28).
+        crate::store::scratch::remove_warm_layers(self.store.common_dir(), &self.paths.dir);
         let _ = self.store.remove_checkout(&self.paths);
         if let Some(parent) = self.paths.dir.parent() {
             // The session folder under the worktree root, once empty.

@@ -436,6 +436,15 @@ async fn gate(
     let tree = store.commit_info(new)?.tree.to_string();
     let cache = state.read(store, |index| index.verdicts_for(&tree))?;
     crate::run::workspace::prepare_scratch(store, &scratch, new).map_err(MergeError::Scratch)?;
+    // Warm worktrees (issue 28).
+    crate::sandbox::warm_checkout(&settings.sandbox, store.common_dir(), &scratch).map_err(
+        |e| {
+            MergeError::Scratch(crate::store::StoreError::io(
+                "warming the checkout",
+                std::io::Error::other(e),
+            ))
+        },
+    )?;
     let gate_env = crate::run::gating::LandingEnv {
         run: None,
         plan: None,

@@ -514,9 +514,11 @@ impl Queue {
     /// Puts the scratch worktree at `commit`.
     async fn prepare(&self, scratch: &Path, commit: Oid) -> Result<(), MergeError> {
         let scratch = scratch.to_owned();
+        let warm = self.settings.sandbox.clone();
         blocking(&self.common_dir, move |store| {
             crate::run::workspace::prepare_scratch(store, &scratch, commit)
-                .map_err(MergeError::Scratch)
+                .map_err(MergeError::Scratch)?;
+            warm_scratch(store, &warm, &scratch)
         })
         .await
     }
@@ -635,12 +637,14 @@ impl Queue {
         let (tree, cache) = {
             let s = scratch.clone();
             let state = self.state.clone();
+            let warm = self.settings.sandbox.clone();
             blocking(&self.common_dir, move |store| {
                 let tree = store.commit_info(candidate)?.tree;
                 let cache = state.read(store, |index| index.verdicts_for(&tree.to_string()))?;
                 if prepared != Some(candidate) {
                     crate::run::workspace::prepare_scratch(store, &s, candidate)
                         .map_err(MergeError::Scratch)?;
+                    warm_scratch(store, &warm, &s)?;
                 }
                 Ok((tree, cache))
             })
@@ -1181,4 +1185,22 @@ pub fn follow_target(store: &Store, remote: &str, target: &str) -> Result<(), Me
             Ok(())
         }
     }
+}
+
+/// Warm worktrees (issue 28): the queue's scratch checkout gets the local
+/// files and warm caches; its overlay layers are its own and stay from
+/// one landing to the next, as long as the checkout does.
+fn warm_scratch(
+    store: &Store,
+    warm: &crate::config::SandboxSettings,
+    scratch: &Path,
+) -> Result<(), MergeError> {
+    crate::sandbox::warm_checkout(warm, store.common_dir(), scratch)
+        .map(|_| ())
+        .map_err(|e| {
+            MergeError::Scratch(crate::store::StoreError::io(
+                "warming the checkout",
+                std::io::Error::other(e),
+            ))
+        })
 }

@@ -402,6 +402,17 @@ async fn prepare(job: &Attempt, spec: &AgentSpec, ws: &Workspace) -> Result<u16,
     if let CheckedOut::Abandoned(why) = made {
         return Err(Unprepared::NotMade(why.to_string()));
     }
+    // Warm worktrees (issue 28): local files and cache copies.
+    super::warm::worktree(&ctx, &ws.paths.worktree)
+        .await
+        .map_err(|e| {
+            let class = if e.is_config() {
+                FailureClass::Config
+            } else {
+                FailureClass::Internal
+            };
+            Unprepared::Failed(class, e.to_string())
+        })?;
     failpoint("attempt.worktree-added").await;
     let retry = retry_context(job).await;
     let prompt = super::prompt::render(

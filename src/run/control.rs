@@ -724,6 +724,8 @@ fn clean_attempt(
             removal: None,
         }));
     }
+    // Its warm caches' upper layers go with it (warm worktrees, issue 28).
+    crate::store::scratch::remove_warm_layers(store.common_dir(), &paths.worktree);
     if present {
         // Found clean just above (`reason`), or forced past it.
         store.remove_checkout(&paths.checkout())?;

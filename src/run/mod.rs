@@ -19,6 +19,7 @@ pub mod progress;
 pub mod prompt;
 pub mod schedule;
 pub mod view;
+pub mod warm;
 pub mod workspace;
 
 use std::collections::BTreeMap;

@@ -47,6 +47,47 @@ pub fn scratch_dir(common_dir: &Path) -> PathBuf {
     common_dir.join("orch").join("scratch")
 }
 
+/// The folder of a checkout's own upper layers of its warm caches
+/// (`[worktree] cache`, see `sandbox::warm`):
+/// `.git/orch/warm/<key>`, the key a hash of the checkout's (canonical)
+/// path, so whoever removes a checkout finds its layers from its path
+/// alone.
+pub fn warm_layers(common_dir: &Path, checkout: &Path) -> PathBuf {
+    let hash = blake3::hash(checkout.as_os_str().as_encoded_bytes());
+    common_dir
+        .join("orch")
+        .join("warm")
+        .join(&hash.to_hex()[..16])
+}
+
+/// Removes a checkout's warm layers: overlayfs leaves its work folder
+/// unreadable (mode 000), so folders are opened up when a first try fails.
+pub fn remove_warm_layers(common_dir: &Path, checkout: &Path) {
+    let checkout = checkout
+        .canonicalize()
+        .unwrap_or_else(|_| checkout.to_owned());
+    remove_layers_dir(&warm_layers(common_dir, &checkout));
+}
+
+/// Removes a folder of overlay layers (see [`remove_warm_layers`]).
+pub fn remove_layers_dir(dir: &Path) {
+    let dir = dir.to_owned();
+    if std::fs::remove_dir_all(&dir).is_ok() || !dir.exists() {
+        return;
+    }
+    fn open_up(dir: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                open_up(&e.path());
+            }
+        }
+    }
+    open_up(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The lock that says a scratch worktree is in use (`<name>.lock` beside
 /// it). Lock files stay: removing one while another process waits on it
 /// would let two holders in.
@@ -179,6 +220,8 @@ impl Drop for KeptScratch {
 /// made). It is git-orch's own, under `.git/orch/`, and holds nothing of
 /// a person's, so removal is forced.
 pub fn remove_scratch(store: &Store, scratch: &Path) -> Result<(), StoreError> {
+    // Its warm caches' layers go with it (warm worktrees, issue 28).
+    remove_warm_layers(store.common_dir(), scratch);
     let linked = std::fs::symlink_metadata(scratch.join(".git")).is_ok_and(|m| m.is_file());
     match std::fs::remove_dir_all(scratch) {
         Ok(()) => {}

@@ -44,6 +44,7 @@ mod state_log;
 mod status;
 mod supervision;
 mod usage;
+mod warm;
 mod web;
 mod what_lands;
 mod workers;
