@@ -210,13 +210,34 @@ impl Sandbox {
     pub fn fsck_failures(&self) -> Vec<String> {
         let mut failures = Vec::new();
         for git_dir in git_dirs(self.path()) {
-            let out = self
-                .command("git", self.path())
-                .arg("--git-dir")
-                .arg(&git_dir)
-                .args(["fsck", "--full", "--no-progress", "--no-dangling"])
-                .output()
-                .expect("git fsck runs");
+            let fsck = || {
+                // git-orch starts `git maintenance run --auto` in the
+                // background after appends; a repack it runs moves loose
+                // objects into a pack while fsck lists them ("unable to
+                // mmap …: No such file"). Wait for it, and look again
+                // when an object moved: one that is really missing stays
+                // missing.
+                let locks = [
+                    git_dir.join("objects/maintenance.lock"),
+                    git_dir.join("gc.pid"),
+                ];
+                wait_until_quiet(&locks);
+                self.command("git", self.path())
+                    .arg("--git-dir")
+                    .arg(&git_dir)
+                    .args(["fsck", "--full", "--no-progress", "--no-dangling"])
+                    .output()
+                    .expect("git fsck runs")
+            };
+            let mut out = fsck();
+            for _ in 0..3 {
+                let moved = String::from_utf8_lossy(&out.stderr).contains("unable to mmap");
+                if out.status.success() || !moved {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                out = fsck();
+            }
             if !out.status.success() {
                 failures.push(format!(
                     "{}:\n{}{}",
@@ -244,6 +265,15 @@ impl Drop for Sandbox {
             "git fsck --full failed at the end of the test:\n{}",
             failures.join("\n")
         );
+    }
+}
+
+/// Waits (at most a minute) until none of `locks` exists: git's background
+/// maintenance holds one while it repacks.
+fn wait_until_quiet(locks: &[PathBuf]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while locks.iter().any(|l| l.exists()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
 
