@@ -162,6 +162,9 @@ pub struct Worker {
     contexts: HashMap<RunId, Arc<RunContext>>,
     live: BTreeMap<(RunId, TaskId), ClaimedAttempt>,
     running: JoinSet<(RunId, AttemptEnd)>,
+    /// Which task each attempt's tokio task runs, so that one that
+    /// panicked still leaves `live` (else the run could never finish here).
+    running_tasks: HashMap<tokio::task::Id, (RunId, TaskId)>,
     landing: JoinSet<Landing>,
     /// The queue claim of the landing in flight, and when it was last
     /// renewed.
@@ -203,6 +206,7 @@ impl Worker {
             contexts: HashMap::new(),
             live: BTreeMap::new(),
             running: JoinSet::new(),
+            running_tasks: HashMap::new(),
             landing: JoinSet::new(),
             landing_claim: None,
             push_failures: 0,
@@ -254,9 +258,28 @@ impl Worker {
                 }
             }
             tokio::select! {
-                done = self.running.join_next(), if !self.running.is_empty() => {
-                    if let Some(Ok((run, end))) = done {
-                        self.ended(run, end, report)?;
+                done = self.running.join_next_with_id(), if !self.running.is_empty() => {
+                    match done {
+                        Some(Ok((id, (run, end)))) => {
+                            self.running_tasks.remove(&id);
+                            self.ended(run, end, report)?;
+                        }
+                        // The attempt panicked: its end is not recorded. It
+                        // leaves `live`, so its claim is no longer renewed
+                        // and the task is taken over after the lease.
+                        Some(Err(e)) => {
+                            if let Some(key) = self.running_tasks.remove(&e.id()) {
+                                report(Report::Run {
+                                    run: key.0.to_string(),
+                                    progress: Progress::Warning(format!(
+                                        "the attempt of {} ended without recording its end: {e}",
+                                        key.1
+                                    )),
+                                });
+                                self.live.remove(&key);
+                            }
+                        }
+                        None => {}
                     }
                 }
                 done = self.landing.join_next(), if !self.landing.is_empty() => {
@@ -651,8 +674,11 @@ impl Worker {
         let cancel = CancellationToken::new();
         let run_id = run.id.clone();
         let stop = cancel.clone();
-        self.running
+        let handle = self
+            .running
             .spawn(async move { (run_id, attempt::run(job, stop).await) });
+        self.running_tasks
+            .insert(handle.id(), (run.id.clone(), task.clone()));
         self.live.insert(
             (run.id.clone(), task.clone()),
             ClaimedAttempt {
