@@ -34,6 +34,18 @@ pub fn utc_text(ms: i64) -> String {
     )
 }
 
+/// A duration in seconds as `1h02m`, `3m04s` or `5s`, the one form the
+/// terminal and the web view show.
+pub fn duration_text(secs: u64) -> String {
+    if secs >= 3600 {
+        format!("{}h{:02}m", secs / 3600, (secs / 60) % 60)
+    } else if secs >= 60 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
 /// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
 fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;

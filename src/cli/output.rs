@@ -157,13 +157,7 @@ pub fn format_time(ms: i64) -> String {
 
 /// Formats a duration in seconds as `1h02m`, `3m04s` or `5s`.
 pub fn format_duration(secs: u64) -> String {
-    if secs >= 3600 {
-        format!("{}h{:02}m", secs / 3600, (secs / 60) % 60)
-    } else if secs >= 60 {
-        format!("{}m{:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    }
+    crate::clock::duration_text(secs)
 }
 
 #[cfg(test)]

@@ -13,14 +13,7 @@ pub fn duration(ms: i64) -> String {
     if ms < 1000 {
         return format!("{:.1}s", ms as f64 / 1000.0);
     }
-    let secs = ms / 1000;
-    if secs >= 3600 {
-        format!("{}h{:02}m", secs / 3600, (secs / 60) % 60)
-    } else if secs >= 60 {
-        format!("{}m{:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    }
+    crate::clock::duration_text(ms / 1000)
 }
 
 /// The first 12 characters of an object id.
