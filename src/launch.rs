@@ -125,6 +125,7 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
                 pass_env: &crate::sandbox::agent_pass_env(spec),
                 program: &inv.program,
                 programs: &crate::sandbox::agent_programs(spec),
+                view: crate::sandbox::View::OwnPath,
             },
         )
         .map_err(|e| e.to_string())?;
@@ -380,12 +381,14 @@ pub struct Confined {
 
 /// A command (setup, gate) confined like the attempt's agent, in a fresh
 /// private home of its own: nothing an agent left in its home reaches it.
-/// `readable`: files under the repository's git directory it reads.
+/// `readable`: files under the repository's git directory it reads;
+/// `view`: where it sees its checkout.
 pub fn command(
     sandbox: &Sandbox,
     spec: GroupSpec,
     common_dir: &Path,
     readable: &[PathBuf],
+    view: crate::sandbox::View,
 ) -> Result<Confined, String> {
     let home = private_home(sandbox)?;
     let worktree = spec.cwd.clone();
@@ -410,6 +413,7 @@ pub fn command(
                 pass_env: &[],
                 program: &program,
                 programs: &programs,
+                view,
             },
         )
         .map_err(|e| e.to_string())?;

@@ -30,6 +30,7 @@
 pub mod binds;
 pub mod command_line;
 pub mod exposure;
+pub mod in_place;
 pub mod warm;
 
 use std::collections::BTreeMap;
@@ -377,6 +378,20 @@ pub struct Confine<'a> {
     /// More programs it starts that must be visible: what a command line
     /// run by `sh -c` names ([`command_line::programs`]).
     pub programs: &'a [String],
+    /// Where the command sees its checkout.
+    pub view: View,
+}
+
+/// Where a confined command sees its checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum View {
+    /// At its own path (agents, setup commands).
+    #[default]
+    OwnPath,
+    /// At the main checkout's path, when it gets warm caches of the
+    /// repository's folders and bubblewrap confines it (gates: see
+    /// [`in_place`]); at its own path otherwise.
+    MainPath,
 }
 
 /// A home folder for one sandboxed command, visible to nothing else: a
@@ -1051,6 +1066,33 @@ impl Sandbox {
             }
         }
         bind(&mut args, "--bind", &worktree, &worktree);
+        let in_place = match (confine.view, &main_checkout) {
+            (View::MainPath, Some(main))
+                if hides_git_dir
+                    && *main != worktree
+                    && overlays.iter().any(|o| o.base == worktree) =>
+            {
+                let readable: Vec<PathBuf> = confine
+                    .readable
+                    .iter()
+                    .filter(|f| f.exists())
+                    .map(|f| canonical(f))
+                    .collect();
+                in_place::show(
+                    main,
+                    &worktree,
+                    &canonical(&spec.cwd),
+                    &object_dirs(&common),
+                    &readable,
+                    &crate::store::scratch::warm_layers(&common, &worktree),
+                )
+                .map_err(io(&worktree))?
+            }
+            _ => None,
+        };
+        if let Some(shown) = &in_place {
+            args.extend(shown.args.iter().cloned());
+        }
         // Other commands' private homes sit beside this one; where the
         // temporary directory is not one of the private ones above
         // (TMPDIR set elsewhere), their folder is hidden here.
@@ -1085,15 +1127,22 @@ impl Sandbox {
         if let Some(real) = real_home.as_ref().filter(|r| r.is_dir()) {
             flag(&mut args, "--remount-ro", &real.to_string_lossy());
         }
-        if hides_git_dir {
+        // Shown in place, the checkout's own git folder is at the main
+        // one's path now, and the hidden one lies under it.
+        if hides_git_dir && in_place.is_none() {
             flag(&mut args, "--remount-ro", &common.to_string_lossy());
         }
+        let chdir = in_place.as_ref().map_or(&worktree, |p| &p.chdir);
         args.push("--chdir".into());
-        args.push(worktree.to_string_lossy().into_owned());
+        args.push(chdir.to_string_lossy().into_owned());
         args.push("--".into());
         args.push(spec.program.clone());
         args.append(&mut spec.args);
         (spec.program, spec.args) = warm::wrap_command("bwrap".into(), args, &overlays);
+        let mut env = env;
+        if let Some(shown) = &in_place {
+            in_place::rename_files(&mut env, &shown.moved);
+        }
         spec.env = env
             .into_iter()
             .map(|(k, v)| {
@@ -1208,6 +1257,7 @@ mod tests {
                 pass_env: &[],
                 program: &program,
                 programs: &[],
+                view: crate::sandbox::View::OwnPath,
             },
         )
         .expect("wraps")
@@ -1279,6 +1329,7 @@ cat key
                     pass_env: &[],
                     program: "agent",
                     programs: &[],
+                    view: crate::sandbox::View::OwnPath,
                 },
             )
             .expect("wraps");

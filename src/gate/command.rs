@@ -118,6 +118,8 @@ pub async fn run_confined(
         spec,
         confinement.common_dir,
         &crate::launch::files_named_in(place.env),
+        // Warm build caches are warm only at the path they were built at.
+        crate::sandbox::View::MainPath,
     );
     let spawned = confined
         .as_ref()

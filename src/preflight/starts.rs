@@ -155,6 +155,7 @@ pub fn presence(
         pass_env: &crate::sandbox::agent_pass_env(spec),
         program: &program,
         programs: &crate::sandbox::agent_programs(spec),
+        view: crate::sandbox::View::OwnPath,
     };
     let mut args = vec!["-c".to_owned(), LOOK.to_owned(), "look".to_owned()];
     args.extend(files.iter().map(|f| f.to_string_lossy().into_owned()));

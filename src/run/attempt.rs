@@ -514,6 +514,7 @@ async fn run_setup(
                 spec.clone(),
                 &job.ctx.common_dir,
                 &crate::launch::files_named_in(env),
+                crate::sandbox::View::OwnPath,
             )
         });
     // Held until setup ends: its private home goes with it.

@@ -176,6 +176,61 @@ fn in_the_sandbox_a_cache_is_an_overlay_whose_upper_layer_goes_with_cleanup() {
     );
 }
 
+/// Build tools key caches on absolute paths (cargo, rustc's incremental
+/// sessions): in the sandbox a gate sees its checkout at the main
+/// checkout's own path, with git working there against its own git
+/// folder and the repository's objects; the agent keeps its own path, and
+/// neither the main checkout nor its cache folder gets a byte.
+#[test]
+fn in_the_sandbox_a_gate_sees_its_checkout_at_the_main_checkouts_path() {
+    if !tools::bwrap_works("in_the_sandbox_a_gate_sees_its_checkout_at_the_main_checkouts_path") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    sb.set_env("GIT_ORCH_SANDBOX", "bwrap");
+    let p = warm_project(
+        &mut sb,
+        "[worktree]\n    cache = target/\n",
+        "test \"$(pwd -P)\" = \"$EXPECT_MAIN\" && grep -q present src/a/seen \
+         && test ! -e only-in-main && grep -q warm target/debug/dep.rlib \
+         && git cat-file -e \"$ORCH_BASE^{commit}\" \
+         && test -z \"$(git status --porcelain --untracked-files=no)\" \
+         && test -r \"$ORCH_PROMPT_FILE\" \
+         && echo gate > target/gate-wrote && echo gate > written-by-gate",
+    );
+    let main = p.repo.canonicalize().expect("main path");
+    std::fs::write(p.repo.join("only-in-main"), "x\n").expect("untracked");
+    sb.set_env("EXPECT_MAIN", &main.to_string_lossy());
+    sb.set_env("GIT_ORCH_PASS_ENV", "FAKE_* EXPECT_MAIN");
+    sb.set_env(
+        "FAKE_AGENT_SCRIPT",
+        "run sh -c 'echo present > src/a/seen && pwd -P > src/a/where'",
+    );
+    let out = sb.orch(&p.repo, &["run", "proj", "--agent", "fake"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(all_done(&sb, &p.repo), "{}", stderr(&out));
+    let agent_saw = sb.git(&p.repo, &["show", "HEAD:src/a/where"]);
+    assert_ne!(
+        agent_saw.trim(),
+        main.display().to_string(),
+        "the agent keeps its own path"
+    );
+    assert!(
+        !p.repo.join("target/gate-wrote").exists(),
+        "the cache folder got a write"
+    );
+    assert!(
+        !p.repo.join("written-by-gate").exists(),
+        "the main checkout got a write"
+    );
+    let status = sb.git(&p.repo, &["status", "--porcelain"]);
+    assert_eq!(
+        status.trim(),
+        "?? only-in-main",
+        "the main checkout is as it was"
+    );
+}
+
 #[test]
 fn a_missing_cache_folder_is_a_warning_not_a_failure() {
     let mut sb = Sandbox::new();
