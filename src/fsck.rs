@@ -1249,6 +1249,19 @@ fn check_attempts(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
             }
         }
     }
+    // Warm caches' layers whose checkout is gone: a crash left them.
+    for dir in crate::store::scratch::orphan_warm_layers(store.common_dir()) {
+        report.push(
+            Check::Scratch,
+            Severity::Problem,
+            dir.display().to_string(),
+            format!(
+                "the warm cache layers {} belong to no checkout (a crash?)",
+                dir.display()
+            ),
+            "`git orch cleanup` removes them".into(),
+        );
+    }
     // Scratch worktrees no landing or gate holds: a crash left them.
     for (path, lock) in crate::run::workspace::idle_scratch(store, &|_| true)? {
         if lock.is_none() {

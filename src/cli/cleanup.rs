@@ -17,7 +17,8 @@ use crate::run::control::{CleanupAction, CleanupFilter};
 /// the secrets gate) is kept and reported, even with --force. Keeps dirty
 /// worktrees, live attempts and results under review unless --force.
 /// Also removes scratch worktrees a crashed landing or gate left under
-/// .git/orch/scratch/, records worktrees whose folder is gone, removes
+/// .git/orch/scratch/, warm caches' layers under .git/orch/warm/ whose
+/// checkout is gone, records worktrees whose folder is gone, removes
 /// empty run folders, reports folders no record points to, and runs
 /// `git worktree prune`. Runs do this themselves (see `[orch] cleanup`):
 /// for a landed attempt as soon as it lands, for the rest when they end.
@@ -93,6 +94,17 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
             verb(action)
         ));
     }
+    for p in &report.warm_layers {
+        out.line(&format!(
+            "warm cache layers {} (their checkout is gone)  {}",
+            p.display(),
+            if args.dry_run {
+                "would remove"
+            } else {
+                "removed"
+            }
+        ));
+    }
     for (run, task, n, p) in &report.missing_folders {
         out.line(&format!(
             "{run}/{task}/attempt-{n}: its folder {} was already gone ({})",
@@ -123,6 +135,7 @@ pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
     }
     if report.attempts.is_empty()
         && report.scratch.is_empty()
+        && report.warm_layers.is_empty()
         && report.missing_folders.is_empty()
         && report.empty_folders.is_empty()
     {

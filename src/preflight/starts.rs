@@ -159,6 +159,11 @@ pub fn presence(
     };
     let mut args = vec!["-c".to_owned(), LOOK.to_owned(), "look".to_owned()];
     args.extend(files.iter().map(|f| f.to_string_lossy().into_owned()));
+    // The probe's folder is no checkout: no warm caches' layers for it
+    // (they would outlive it under `.git/orch/warm/`).
+    let mut sandbox = sandbox.clone();
+    sandbox.warm.cache.clear();
+    let sandbox = &sandbox;
     let look = match run_in(sandbox, &confine, "sh", args, &env) {
         Ok(out) => out,
         Err(why) => {

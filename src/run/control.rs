@@ -167,6 +167,9 @@ pub struct CleanupReport {
     pub missing_folders: Vec<(RunId, TaskId, u32, PathBuf)>,
     /// Empty run folders (and the worktree root) removed, or that would be.
     pub empty_folders: Vec<PathBuf>,
+    /// Warm caches' layers (`.git/orch/warm/`) whose checkout is gone,
+    /// removed or that would be.
+    pub warm_layers: Vec<PathBuf>,
 }
 
 /// Why a branch or worktree must stay: it holds commits nothing else
@@ -457,6 +460,16 @@ pub fn cleanup(
                 }
             };
             report.scratch.push((path, action));
+        }
+        // Layers of warm caches whose checkout a killed git-orch left
+        // (its own cleanup removes them with the checkout).
+        if filter.run.is_none() {
+            for dir in crate::store::scratch::orphan_warm_layers(store.common_dir()) {
+                if !filter.dry_run {
+                    crate::store::scratch::remove_layers_dir(&dir);
+                }
+                report.warm_layers.push(dir);
+            }
         }
     }
     // Folders under the worktree roots that no attempt record names, and

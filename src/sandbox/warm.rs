@@ -619,6 +619,9 @@ pub fn overlays(
     }
     let layers = crate::store::scratch::warm_layers(common, &checkout);
     let (found, _) = sources(w, &main)?;
+    if !found.is_empty() {
+        crate::store::scratch::own_warm_layers(&layers, &checkout).map_err(io(&layers))?;
+    }
     let mut out = Vec::new();
     for (i, s) in found.into_iter().enumerate() {
         let (base, rel, tag) = match &s.entry {

@@ -60,6 +60,57 @@ pub fn warm_layers(common_dir: &Path, checkout: &Path) -> PathBuf {
         .join(&hash.to_hex()[..16])
 }
 
+/// The file in a checkout's layers folder naming its checkout, so a
+/// folder whose checkout is gone (a killed git-orch) can be found.
+const OWNER: &str = "checkout";
+
+/// Records which checkout a layers folder ([`warm_layers`]) belongs to.
+pub fn own_warm_layers(layers: &Path, checkout: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(layers)?;
+    let owner = layers.join(OWNER);
+    if !owner.is_file() {
+        std::fs::write(owner, checkout.as_os_str().as_encoded_bytes())?;
+    }
+    Ok(())
+}
+
+/// Layers folders under `.git/orch/warm/` whose checkout is gone: what a
+/// git-orch killed before it cleaned up left. A folder naming no checkout
+/// (or one whose name does not hash to the folder's) counts as gone once
+/// it is an hour old: a command mounting its layers names it within
+/// milliseconds.
+pub fn orphan_warm_layers(common_dir: &Path) -> Vec<PathBuf> {
+    let root = common_dir.join("orch").join("warm");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let dir = e.path();
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let owner = std::fs::read(dir.join(OWNER)).ok().map(|b| {
+            use std::os::unix::ffi::OsStringExt;
+            PathBuf::from(std::ffi::OsString::from_vec(b))
+        });
+        let gone = match owner.filter(|c| warm_layers(common_dir, c) == dir) {
+            Some(checkout) => !checkout.is_dir(),
+            None => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > std::time::Duration::from_secs(3600)),
+        };
+        if gone {
+            out.push(dir);
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Removes a checkout's warm layers: overlayfs leaves its work folder
 /// unreadable (mode 000), so folders are opened up when a first try fails.
 pub fn remove_warm_layers(common_dir: &Path, checkout: &Path) {

@@ -231,6 +231,67 @@ fn in_the_sandbox_a_gate_sees_its_checkout_at_the_main_checkouts_path() {
     );
 }
 
+/// Layers outlive their checkout only by a crash, or as an earlier
+/// git-orch left them (its agents' start probes' layers, never removed):
+/// a run leaves no layers but its kept attempt's, `fsck` names a folder
+/// of layers no checkout owns (never one whose checkout is there), and
+/// `cleanup` removes it.
+#[test]
+fn layers_no_checkout_owns_are_found_by_fsck_and_removed_by_cleanup() {
+    if !tools::bwrap_works("layers_no_checkout_owns_are_found_by_fsck_and_removed_by_cleanup") {
+        return;
+    }
+    let mut sb = Sandbox::new();
+    sb.set_env("GIT_ORCH_SANDBOX", "bwrap");
+    let (p, _) = a_cache_write_stays_in_the_attempt(
+        &mut sb,
+        "[orch]\n    cleanup = never\n[worktree]\n    cache = target/\n",
+    );
+    let layers = p.repo.join(".git/orch/warm");
+    let kept = |l: &Path| {
+        let mut v: Vec<_> = std::fs::read_dir(l)
+            .map(|d| d.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let before = kept(&layers);
+    assert_eq!(
+        before.len(),
+        1,
+        "the kept attempt's layers only: {before:?}"
+    );
+    let fsck = sb.orch(&p.repo, &["fsck"]);
+    assert!(!String::from_utf8_lossy(&fsck.stdout).contains("belong to no checkout"));
+    // What an earlier git-orch left: layers naming no checkout, hours old.
+    let left = layers.join("00112233aabbccdd");
+    for d in ["0-repo-target/upper", "0-repo-target/work"] {
+        std::fs::create_dir_all(left.join(d)).expect("layers");
+    }
+    let aged = std::process::Command::new("touch")
+        .args(["-d", "2 hours ago"])
+        .arg(&left)
+        .status()
+        .expect("touch");
+    assert!(aged.success());
+    let fsck = sb.orch(&p.repo, &["fsck"]);
+    let said = format!("{}{}", String::from_utf8_lossy(&fsck.stdout), stderr(&fsck));
+    assert!(
+        said.contains(&format!("{} belong to no checkout", left.display())),
+        "{said}"
+    );
+    assert!(!said.contains(&before[0].display().to_string()), "{said}");
+    let out = sb.orch_ok(&p.repo, &["cleanup", "--dry-run"]);
+    assert!(
+        out.contains("(their checkout is gone)  would remove"),
+        "{out}"
+    );
+    assert!(left.is_dir(), "a dry run removes nothing");
+    let out = sb.orch_ok(&p.repo, &["cleanup"]);
+    assert!(out.contains("(their checkout is gone)  removed"), "{out}");
+    assert!(!left.exists());
+}
+
 #[test]
 fn a_missing_cache_folder_is_a_warning_not_a_failure() {
     let mut sb = Sandbox::new();
