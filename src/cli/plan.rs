@@ -702,7 +702,7 @@ fn new_with_agent(
             std::future::pending::<()>().await
         };
         tokio::select! {
-            s = lead::run(store, &opts, &cancel, &show_progress) => {
+            s = lead::run_session(store, &opts, &cancel, &show_progress) => {
                 s.map_err(CommandError::from)
             }
             _ = interrupt => unreachable!("the interrupt future never completes"),
