@@ -323,7 +323,7 @@ fn write_loose_to(
     let mut tries = 0;
     loop {
         match objects.write_buf(kind, bytes) {
-            Ok(id) => return Ok(id),
+            Ok(id) => return Ok(id.into()),
             Err(e) if tries + 1 < WRITE_TRIES && folder_vanished(&e) => tries += 1,
             Err(e) => return Err(e),
         }
@@ -342,7 +342,7 @@ fn rewrite_missing(
 ) -> std::result::Result<usize, StoreError> {
     let mut n = 0;
     for w in objects {
-        if std::fs::symlink_metadata(loose_path(dir, &w.id)).is_ok() || exists(w.id) {
+        if std::fs::symlink_metadata(loose_path(dir, w.id.as_gix())).is_ok() || exists(w.id) {
             continue;
         }
         let Some(data) = &w.data else {
@@ -351,7 +351,7 @@ fn rewrite_missing(
         let id = write(w.kind, data)
             .map_err(|e| StoreError::git(format!("writing object {} again", w.id), e))?;
         debug_assert_eq!(id, w.id);
-        let path = loose_path(dir, &id);
+        let path = loose_path(dir, id.as_gix());
         let synced = sync_file(&path, durability).and_then(|()| match durability {
             Durability::Full => sync_folders([path.as_path()]),
             _ => Ok(()),
@@ -425,7 +425,7 @@ fn check_due(now: Instant, handles: &mut Handles, only: Option<&Path>) -> Result
         let done = rewrite_missing(
             &dir,
             &due,
-            |id| gix::objs::Exists::exists(odb, &id),
+            |id| gix::objs::Exists::exists(odb, id.as_gix()),
             |kind, bytes| write_loose_to(&loose, kind, bytes),
             durability,
         );
@@ -536,7 +536,7 @@ impl Store {
             return;
         }
         let objects = self.objects_dir();
-        let path = loose_path(&objects, &id);
+        let path = loose_path(&objects, id.as_gix());
         let file = std::fs::File::open(&path).ok();
         if let Some(f) = &file {
             start_writeout(f);
@@ -628,7 +628,7 @@ impl Store {
         Ok(decoded
             .entries
             .iter()
-            .map(|e| (e.filename.to_string(), e.oid.to_owned(), e.mode))
+            .map(|e| (e.filename.to_string(), e.oid.into(), e.mode))
             .collect())
     }
 
@@ -704,7 +704,7 @@ impl Store {
             let n = rewrite_missing(
                 dir,
                 objects,
-                |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+                |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
                 |kind, bytes| self.write_loose(kind, bytes),
                 self.durability,
             )?;
@@ -733,7 +733,7 @@ impl Store {
         rewrite_missing(
             &objects,
             &all,
-            |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+            |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
             |kind, bytes| self.write_loose(kind, bytes),
             self.durability,
         )
@@ -814,13 +814,13 @@ impl Store {
         // There again (the background checks wrote it meanwhile): the
         // read may try once more. Never written over when present: an
         // unreadable file is not what a prune leaves.
-        if std::fs::symlink_metadata(loose_path(&objects, &id)).is_ok() {
+        if std::fs::symlink_metadata(loose_path(&objects, id.as_gix())).is_ok() {
             return true;
         }
         rewrite_missing(
             &objects,
             std::slice::from_ref(&w),
-            |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+            |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
             |kind, bytes| self.write_loose(kind, bytes),
             self.durability,
         )
@@ -858,7 +858,9 @@ impl Store {
     /// lookups that cannot be repeated through [`Store::healing`].
     pub(super) fn ensure_present(&self, id: Oid) {
         for round in 0..HEAL_ROUNDS {
-            if gix::objs::Exists::exists(&self.repo.objects, &id) || !self.recover_object(id) {
+            if gix::objs::Exists::exists(&self.repo.objects, id.as_gix())
+                || !self.recover_object(id)
+            {
                 return;
             }
             pause(round);
@@ -1006,7 +1008,7 @@ mod tests {
         let commit = store.write_commit("c", tree, &[]).expect("commit");
         let objects = dir.path().join(".git/objects");
         for id in [blob, tree, commit] {
-            std::fs::remove_file(loose_path(&objects, &id)).expect("delete");
+            std::fs::remove_file(loose_path(&objects, id.as_gix())).expect("delete");
         }
         let update = super::super::refs::RefUpdate::set(
             "refs/orch/test",
@@ -1016,7 +1018,7 @@ mod tests {
         );
         store.apply(&[update]).expect("apply");
         for id in [blob, tree, commit] {
-            assert!(loose_path(&objects, &id).is_file(), "{id} is back");
+            assert!(loose_path(&objects, id.as_gix()).is_file(), "{id} is back");
         }
         assert_eq!(store.read_blob(blob).expect("read"), b"precious\n");
         assert!(store.healed_objects() >= 3);

@@ -132,7 +132,7 @@ impl Store {
                 .map_err(|e| StoreError::git("writing a merged tree", e))?;
             debug_assert_eq!(written, *id);
         }
-        Ok(TreeMerge::Clean(tree))
+        Ok(TreeMerge::Clean(tree.into()))
     }
 
     /// Writes a commit with the given author (name, email, seconds, tz
@@ -174,8 +174,8 @@ impl Store {
             time: gix::date::Time::now_utc(),
         };
         let commit = gix::objs::Commit {
-            tree,
-            parents: parents.iter().copied().collect(),
+            tree: tree.into(),
+            parents: parents.iter().copied().map(Into::into).collect(),
             author: author_sig,
             committer,
             encoding: None,

@@ -19,6 +19,7 @@ pub mod log;
 pub mod merge;
 pub mod notes;
 pub mod objects;
+pub mod oid;
 pub mod pins;
 pub mod quarantine;
 pub mod refs;
@@ -33,8 +34,8 @@ use std::path::{Path, PathBuf};
 
 use crate::process::{Git, ProcessError};
 
-pub use gix::ObjectId as Oid;
 pub use merge::CommitStep;
+pub use oid::{BadOid, Oid};
 
 /// The fixed identity of every state commit, so they work in repositories
 /// without `user.name` and never borrow the user's name for machine records.

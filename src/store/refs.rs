@@ -118,11 +118,11 @@ impl Store {
     fn peeled(&self, r: &mut gix::Reference<'_>, name: &str) -> Result<Oid> {
         let direct = r.target().try_id().map(ToOwned::to_owned);
         let peeled = match direct {
-            Some(id) => self.healing(id, || r.peel_to_id().map(|p| p.detach())),
+            Some(id) => self.healing(id.into(), || r.peel_to_id().map(|p| p.detach())),
             None => r.peel_to_id().map(|p| p.detach()),
         };
         match peeled {
-            Ok(id) => Ok(id),
+            Ok(id) => Ok(id.into()),
             Err(e) => {
                 let message = super::chain(&e);
                 match direct {
@@ -263,12 +263,12 @@ impl Store {
             let name = full_name(&u.name)?;
             let expected = match u.expected {
                 Expected::Absent => PreviousValue::MustNotExist,
-                Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+                Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id.into())),
             };
             edits.push(match u.new {
                 Some(new) => RefEdit::update_with_log(
                     name,
-                    Target::Object(new),
+                    Target::Object(new.into()),
                     expected,
                     LogChange {
                         mode: RefLog::AndReference,
@@ -395,7 +395,7 @@ impl Store {
             let mut out = Vec::new();
             for info in walk {
                 let info = info.map_err(|e| StoreError::git("walking commits", e))?;
-                out.push(info.id);
+                out.push(info.id.into());
             }
             Ok(out)
         })
@@ -547,8 +547,8 @@ mod tests {
         use gix::refs::transaction::{LogChange, PreviousValue, RefEdit};
         let stale = RefEdit::update_with_log(
             full_name(name).expect("name"),
-            Target::Object(b),
-            PreviousValue::MustExistAndMatch(Target::Object(a)),
+            Target::Object(b.into()),
+            PreviousValue::MustExistAndMatch(Target::Object(a.into())),
             LogChange::default(),
         );
         let fail = gix::lock::acquire::Fail::Immediately;

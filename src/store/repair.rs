@@ -133,7 +133,7 @@ impl Store {
             .flatten()
             .filter_map(|r| {
                 let id = r.target().try_id()?.to_owned();
-                Some((r.name().as_bstr().to_string(), id))
+                Some((r.name().as_bstr().to_string(), Oid::from(id)))
             })
             .collect())
     }
@@ -143,7 +143,7 @@ impl Store {
     /// opposed to missing ones) are added to `bad`.
     fn unreadable(&self, id: Oid, blobs: bool, bad: &mut BTreeSet<Oid>) -> Option<String> {
         let mut note = |oid: Oid, what: &str, e: StoreError| {
-            let file = super::objects::loose_path(&self.common_dir().join("objects"), &oid);
+            let file = super::objects::loose_path(&self.common_dir().join("objects"), oid.as_gix());
             let there = file.is_file();
             if there {
                 bad.insert(oid);
@@ -176,7 +176,7 @@ impl Store {
                         .map(|d| {
                             d.entries
                                 .iter()
-                                .map(|e| (e.oid.to_owned(), e.mode))
+                                .map(|e| (Oid::from(e.oid), e.mode))
                                 .collect()
                         })
                         .map_err(|e| StoreError::git(format!("decoding tree {tree}"), e))
@@ -391,7 +391,7 @@ impl Store {
         let objects = self.common_dir().join("objects");
         let mut moved = BTreeSet::new();
         for id in &bad {
-            let file = super::objects::loose_path(&objects, id);
+            let file = super::objects::loose_path(&objects, id.as_gix());
             if file.is_file() {
                 let hex = id.to_string();
                 move_aside(

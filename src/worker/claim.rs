@@ -125,7 +125,7 @@ mod tests {
     }
 
     fn commit(n: u8) -> Oid {
-        Oid::from_bytes_or_panic(&[n; 20])
+        format!("{n:02x}").repeat(20).parse().expect("hex")
     }
 
     /// Records the claim `commit` on attempt `attempt` of `what`.

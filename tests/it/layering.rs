@@ -52,11 +52,6 @@ fn layers() -> BTreeMap<&'static str, u8> {
 /// child names it back is a cycle.
 const DISPATCHING_PARENTS: [&str; 4] = ["agent/mod.rs", "cli/mod.rs", "run/mod.rs", "store/mod.rs"];
 
-/// gix types `store` re-exports that other modules may still name: known
-/// debt, never to grow (`Oid` is to become a store-owned type). Any other
-/// re-exported gix type used outside `store` is gix use.
-const TOLERATED_GIX_REEXPORTS: [&str; 1] = ["Oid"];
-
 /// A path the code names, with the line it is on.
 #[derive(Debug, Clone)]
 struct Named {
@@ -428,9 +423,8 @@ fn describe_cycles(src: &Path, edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> 
         .collect()
 }
 
-/// Every rule broken in the crate at `src`, one line each; with
-/// `tolerate_debt`, the known debt above is not reported.
-fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
+/// Every rule broken in the crate at `src`, one line each.
+fn violations(src: &Path) -> Vec<String> {
     let layers = layers();
     let all = sources(src);
     // Names other modules would reach gix's types by.
@@ -438,7 +432,6 @@ fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
         .iter()
         .filter(|(m, _)| m.first().is_some_and(|f| f == "store"))
         .flat_map(|(_, (_, s))| s.gix_reexports.iter().cloned())
-        .filter(|name| !(tolerate_debt && TOLERATED_GIX_REEXPORTS.contains(&name.as_str())))
         .collect();
     let mut out = Vec::new();
     for (own_path, (file, source)) in &all {
@@ -522,7 +515,7 @@ fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
 #[test]
 fn modules_only_use_lower_layers_and_their_own_tools() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = violations(&src, true);
+    let found = violations(&src);
     assert!(
         found.is_empty(),
         "layering violations:\n{}",
@@ -605,7 +598,7 @@ fn the_check_sees_through_strings_test_modules_macros_and_reexports() {
         let mut files = base.to_vec();
         files.push(("plan/mod.rs", code));
         let dir = crate_of(&files);
-        let found = violations(dir.path(), false);
+        let found = violations(dir.path());
         assert!(
             found
                 .iter()
@@ -621,7 +614,7 @@ fn the_check_sees_through_strings_test_modules_macros_and_reexports() {
         "// crate::cli::main()\n/// crate::cli::main()\npub fn m() -> &'static str { \"use crate::cli::x; gix::open\" }\n#[cfg(test)]\nmod tests { fn t() { crate::cli::main(); println!(\"x\"); } }\n#[cfg(not(test))]\npub fn n() {}\n",
     ));
     let dir = crate_of(&files);
-    let found = violations(dir.path(), false);
+    let found = violations(dir.path());
     assert!(
         !found.iter().any(|v| v.contains("plan/mod.rs")),
         "false findings: {found:?}"
