@@ -27,9 +27,9 @@ use crate::plan::Subtask;
 use crate::process::{GroupChild, GroupSpec};
 use crate::store::Store;
 
+use super::context::{RunContext, RunError};
 use super::gating::{AttemptEnv, AttemptGates};
 use super::workspace::{CheckedOut, ImportedResult, Workspace};
-use super::{RunContext, RunError};
 
 /// Grace between SIGTERM and SIGKILL when an agent is stopped.
 pub const GRACE: Duration = Duration::from_secs(3);

@@ -9,7 +9,7 @@ use crate::ids::{RunId, TaskId};
 use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, StoreError};
 
-use super::{RunContext, RunError};
+use super::context::{RunContext, RunError};
 
 /// The note written on an attempt's result commit (`refs/notes/orch`):
 /// plain text, every line already masked.
@@ -751,7 +751,7 @@ fn clean_attempt(
 
 /// Whether a driver currently holds `run`'s lock (on this machine).
 pub fn driver_alive(store: &Store, run: &RunId) -> Result<bool, StoreError> {
-    let path = super::driver_lock_path(store, run);
+    let path = super::prepare::driver_lock_path(store, run);
     if !path.exists() {
         return Ok(false);
     }
@@ -770,7 +770,7 @@ pub async fn gate_attempt(
     n: u32,
 ) -> Result<crate::gate::StackOutcome, RunError> {
     let store = Store::open(store_dir)?;
-    let rev = super::plan_of(&store, run)?;
+    let rev = super::prepare::plan_of(&store, run)?;
     let sub = rev
         .plan
         .subtask(task.as_str())

@@ -30,9 +30,10 @@ use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
 use super::attempt::{self, Attempt, AttemptEnd};
+use super::context::{RunContext, RunError};
+use super::prepare::summarize;
 use super::progress::{LandError, LandReport, Lander, Progress};
 use super::schedule::{self, Breaker};
-use super::{RunContext, RunError, summarize};
 
 /// How a drive ended.
 #[derive(Debug, Clone)]
@@ -160,7 +161,7 @@ impl<'p> Driver<'p> {
         lander: Lander,
     ) -> Result<Self, RunError> {
         let store = Store::open_shared(&ctx.common_dir)?;
-        let lock_path = super::driver_lock_path(&store, &ctx.run);
+        let lock_path = super::prepare::driver_lock_path(&store, &ctx.run);
         let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
             Ok(g) => g,
             Err(held) => {
@@ -173,7 +174,7 @@ impl<'p> Driver<'p> {
         let start = store.append(vec![Event::RunResumed {
             run_id: ctx.run.clone(),
             pid: std::process::id(),
-            host: super::host(),
+            host: super::prepare::host(),
         }])?;
         let since_ms = start.first().map_or(0, |r| r.time_ms);
         let mut driver = Self {
@@ -486,7 +487,7 @@ impl<'p> Driver<'p> {
             .iter()
             .filter_map(|sub| {
                 let t = run.tasks.get(&sub.id)?;
-                (t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
+                (t.status(super::schedule::retries_for(run, sub)) == TaskStatus::Passed)
                     .then(|| (sub.id.to_string(), t.current()))
             })
             .filter_map(|(task, a)| {

@@ -12,7 +12,7 @@ use crate::store::Store;
 
 use std::collections::BTreeSet;
 
-use super::{RunContext, RunError, retries_for};
+use super::context::{RunContext, RunError};
 
 /// Tasks whose dependencies can never be satisfied (a dependency failed,
 /// was cancelled, or is itself blocked).
@@ -465,6 +465,11 @@ fn explain(ranked: &mut [crate::event::CandidateRank], failure: &dyn Fn(u32) -> 
             ),
         };
     }
+}
+
+/// How many retries a task has: its own, else the run's.
+pub fn retries_for(run: &RunState, sub: &crate::plan::Subtask) -> u32 {
+    sub.retries.unwrap_or(run.settings.retries)
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use crate::store::quarantine::{CheckoutPaths, ImportError, ImportLimits, Refusal
 use crate::store::refs::{Expected, RefUpdate};
 use crate::store::{Oid, Store, StoreError};
 
-use super::{RunContext, RunError};
+use super::context::{RunContext, RunError};
 
 /// Where one attempt's things live.
 #[derive(Debug, Clone)]
