@@ -1468,6 +1468,44 @@ mod tests {
         assert_eq!(back, r);
     }
 
+    /// Log lines as git-orch has written them, with object ids as hex
+    /// text, are read and written again byte for byte: a log in the
+    /// repository is history, and a change of the ids' types (or of any
+    /// field) must leave its bytes as they are.
+    #[test]
+    fn recorded_lines_with_object_ids_are_read_and_written_again_byte_for_byte() {
+        let a = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
+        let b = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        let head = r#"{"version":1,"writer":"abc123","seq":4,"clock":9,"time_ms":1700000000000,"#;
+        let lines = [
+            format!(
+                r#"{head}"type":"attempt_created","run_id":"p-abc123","task":"a","attempt":2,"branch":"orch/p-abc123/a/2","base":"{a}","start":"{b}","worktree":"/tmp/w","port":40000,"agent":"claude"}}"#
+            ),
+            format!(
+                r#"{head}"type":"attempt_result","run_id":"p-abc123","task":"a","attempt":2,"commit":"{c}","tree":"{b}","changed":3}}"#
+            ),
+            format!(
+                r#"{head}"type":"landed","run_id":"p-abc123","task":"a","attempt":2,"target":"main","old":"{a}","new":"{c}","strategy":"rebase","commits":["{b}","{c}"]}}"#
+            ),
+            format!(
+                r#"{head}"type":"landing_voided","run_id":"p-abc123","task":"a","attempt":2,"new":"{c}","reason":"the target moved"}}"#
+            ),
+            format!(
+                r#"{head}"type":"claimed","run_id":"p-abc123","what":"a","attempt":2,"commit":"{a}","lease_secs":60,"host":"h","pid":42}}"#
+            ),
+            format!(
+                r#"{head}"type":"branch_approved","branch":"feature","commit":"{c}","tree":"{b}","approver":"A <a@example.com>","signed":false,"approval":"{a}"}}"#
+            ),
+        ];
+        for line in lines {
+            let record = Record::from_json(line.as_bytes())
+                .unwrap_or_else(|e| panic!("{line} does not parse: {e}"));
+            let again = serde_json::to_vec(&record).expect("serialises");
+            assert_eq!(String::from_utf8_lossy(&again), line);
+        }
+    }
+
     #[test]
     fn unknown_type_is_an_error_not_a_guess() {
         let json = r#"{"version":1,"writer":"abc","seq":1,"clock":1,"time_ms":0,"type":"from_the_future"}"#;

@@ -139,8 +139,8 @@ pub fn probe_program(spec: &AgentSpec) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use super::command_line::prompt_fits_argv;
+    use super::*;
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
 
