@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::{output, progress};
 use crate::clock::now_ms;
 use crate::ids::{PlanId, TaskId};
 use crate::run::progress::Progress;
@@ -137,7 +140,7 @@ pub fn changes_state(p: &Progress) -> bool {
     )
 }
 
-pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &RunArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let plan = PlanId::new(&args.plan)?;
     check_arguments(&store, &plan, args)?;
@@ -175,7 +178,7 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
     }
     say_run_notices(&ctx);
     crate::process::limit_malloc_arenas(2);
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {}", ctx.run)));
     let outcome = drive_with_progress(cli, &store, &runtime, &mut ctx, &renderer)?;
     if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
@@ -367,7 +370,7 @@ fn say_run_notices(ctx: &run::RunContext) {
 /// Drives the run here with the progress shown, or follows the process
 /// that drives it; the last frame shows every task as the log has it.
 fn drive_with_progress(
-    cli: &Cli,
+    cli: &GlobalArgs,
     store: &crate::store::Store,
     runtime: &tokio::runtime::Runtime,
     ctx: &mut run::RunContext,
@@ -401,7 +404,7 @@ fn drive_with_progress(
 /// The landing queue the driver calls, on a store of its own, with the
 /// rows seeded from the run as prepared.
 fn lander(
-    cli: &Cli,
+    cli: &GlobalArgs,
     ctx: &run::RunContext,
     renderer: &progress::Renderer,
 ) -> Result<run::progress::Lander, CommandError> {
