@@ -6,7 +6,9 @@
 //! returns the conflicting paths and, for text conflicts, the conflicting
 //! hunks, and no tree.
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// One conflicting path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,7 +148,7 @@ impl Store {
     ) -> Result<Oid> {
         self.write_commit_as(
             author,
-            (super::ORCH_NAME, super::ORCH_EMAIL),
+            (super::repository::ORCH_NAME, super::repository::ORCH_EMAIL),
             message,
             tree,
             parents,

@@ -6,8 +6,10 @@
 //! can be regenerated from the log at any time, which is why a lost note race
 //! is simply retried and a missing note is not an error.
 
+use super::error::{Result, StoreError};
+use super::oid::Oid;
 use super::refs::{Applied, Expected, NOTES_REF, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 
 /// The store as gix's notes plumbing reads and writes objects through it:
 /// every tree it writes goes through the journal (see [`super::durable`]).

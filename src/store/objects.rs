@@ -1,11 +1,13 @@
 //! Plain object access: blobs, trees and commits, by id.
 //!
 //! State commits are written with the fixed orch signature
-//! ([`super::ORCH_NAME`]) so they never depend on the user's identity.
+//! ([`super::repository::ORCH_NAME`]) so they never depend on the user's identity.
 
 use std::path::{Path, PathBuf};
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// One path that differs between two trees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,8 +153,8 @@ impl Store {
     /// Writes a commit with the orch signature. Does not move any ref.
     pub fn write_commit(&self, message: &str, tree: Oid, parents: &[Oid]) -> Result<Oid> {
         let sig = gix::actor::Signature {
-            name: super::ORCH_NAME.into(),
-            email: super::ORCH_EMAIL.into(),
+            name: super::repository::ORCH_NAME.into(),
+            email: super::repository::ORCH_EMAIL.into(),
             time: gix::date::Time::now_utc(),
         };
         // Written as a plain object: `Repository::new_commit_as` would read

@@ -16,9 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::error::{Result, StoreError};
 use super::log::LOG_PREFIX;
+use super::oid::Oid;
 use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 
 /// Where repairs put what they move out of git's way.
 const LOST: &str = "lost";

@@ -44,19 +44,6 @@ fn layers() -> BTreeMap<&'static str, u8> {
     ])
 }
 
-/// Parents whose `mod.rs` both holds the types its children share and
-/// calls into them (a dispatcher): their calls into their children are
-/// not counted as edges, so such a parent and its children are no cycle.
-/// Known debt, never to grow. Any other parent using its child's items
-/// while the child names it back is a cycle (`run`, `agent` and `cli`
-/// left this list: what their children share has files of its own). What
-/// keeps `store` here is more than a move: the `Store` struct's fields are
-/// types of its children (`durable::Durability`, `log::TipPosition`)
-/// while those children implement `Store`'s methods, so a file holding
-/// the struct would be in a cycle with them; the struct's fields or the
-/// children's `impl Store` blocks have to be reorganised first.
-const DISPATCHING_PARENTS: [&str; 1] = ["store/mod.rs"];
-
 /// A path the code names, with the line it is on.
 #[derive(Debug, Clone)]
 struct Named {
@@ -317,13 +304,9 @@ fn sources(src: &Path) -> BTreeMap<Vec<String>, (PathBuf, Source)> {
 /// The edges "file A names an item of file B". A parent's `mod child;`
 /// and `pub use child::…` (a re-export) are no edge; a parent that uses
 /// an item of its child is, so a child naming its parent back is a cycle.
+/// No parent is exempt: what a parent's children share lives in a file of
+/// its own, and `mod.rs` only declares, re-exports and dispatches.
 fn file_edges(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    edges_with(src, &DISPATCHING_PARENTS)
-}
-
-/// [`file_edges`], with the given parents (paths under `src`) tolerated as
-/// dispatchers.
-fn edges_with(src: &Path, dispatchers: &[&str]) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let all = sources(src);
     let files: BTreeMap<Vec<String>, PathBuf> = all
         .iter()
@@ -343,8 +326,7 @@ fn edges_with(src: &Path, dispatchers: &[&str]) -> BTreeMap<PathBuf, BTreeSet<Pa
                 let m = module_path(src, target_file);
                 m.len() > own.len() && m.starts_with(own)
             };
-            let dispatcher = dispatchers.iter().any(|d| src.join(d) == *file);
-            if target_file != file && !(descendant && (named.reexport || dispatcher)) {
+            if target_file != file && !(descendant && named.reexport) {
                 to.insert(target_file.clone());
             }
         }
@@ -663,7 +645,7 @@ fn cycles_between_siblings_and_between_parent_and_child_are_found() {
     ]);
     let src = parent.path();
     assert_eq!(
-        cycles(&edges_with(src, &[])),
+        cycles(&file_edges(src)),
         vec![vec![src.join("store/log.rs"), src.join("store/mod.rs")]]
     );
     let reexport = crate_of(&[
@@ -677,7 +659,7 @@ fn cycles_between_siblings_and_between_parent_and_child_are_found() {
             "pub fn append() -> super::Error { super::Error }\n",
         ),
     ]);
-    assert!(cycles(&edges_with(reexport.path(), &[])).is_empty());
+    assert!(cycles(&file_edges(reexport.path())).is_empty());
     // A child's item visible to its parent only (`pub(super)`) names no
     // module: the parent calling it is no cycle.
     let visibility = crate_of(&[
@@ -685,5 +667,5 @@ fn cycles_between_siblings_and_between_parent_and_child_are_found() {
         ("store/mod.rs", "mod log;\nfn f() { log::append(); }\n"),
         ("store/log.rs", "pub(super) fn append() {}\n"),
     ]);
-    assert!(cycles(&edges_with(visibility.path(), &[])).is_empty());
+    assert!(cycles(&file_edges(visibility.path())).is_empty());
 }
