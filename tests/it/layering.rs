@@ -19,6 +19,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
     BTreeMap::from([
         ("process", 0),
         ("ids", 0),
+        ("oid", 0),
         ("failpoint", 0),
         ("clock", 0),
         ("event", 1),
