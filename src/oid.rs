@@ -59,8 +59,8 @@ impl Oid {
         self.to_string()
     }
 
-    /// The id's raw bytes.
-    pub fn as_bytes(&self) -> &[u8] {
+    /// The id's 20 raw bytes (not its hex: `from_hex` takes the hex).
+    pub fn raw_bytes(&self) -> &[u8] {
         &self.0
     }
 }

@@ -93,7 +93,7 @@ pub fn run(cli: &GlobalArgs, args: &FsckArgs) -> CommandResult {
             ),
             crate::event::AcceptedFinding::Commit { commit, target } => format!(
                 "Accepted commit {} on {target}, as {by}.",
-                &commit[..12.min(commit.len())]
+                &commit.to_string()[..12]
             ),
         });
     }

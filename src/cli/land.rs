@@ -187,7 +187,7 @@ pub fn run(cli: &GlobalArgs, args: &LandArgs) -> CommandResult {
             }
             output::status(&format!(
                 "Landed branch {branch} on {target} at {} ({} commit(s), {}, approved by {}; {gate_runs} integration gate run(s)).\nNext: publish it with `git orch sync` and `git push`; `git orch verify {target}` checks it.",
-                &landing.new[..12],
+                &landing.new.to_string()[..12],
                 landing.commits.len(),
                 landing.strategy,
                 approval.approver

@@ -760,7 +760,7 @@ impl<'a> Setting<'a> {
             round,
             rounds: self.opts.rounds,
             agent: self.spec.name.clone(),
-            base: self.base.to_string(),
+            base: self.base,
             outcome: judged.outcome,
             plan_id: judged.plan_id.clone(),
             hash: judged.hash.clone(),

@@ -303,10 +303,7 @@ pub fn unkept(
     if commits.is_empty() {
         return Ok(None);
     }
-    let result = a
-        .result
-        .as_ref()
-        .and_then(|r| store.parse_oid(&r.commit).ok());
+    let result = a.result.as_ref().map(|r| r.commit);
     let judged = matches!(a.outcome, Some(Outcome::Passed) | Some(Outcome::Failed));
     let beyond_result = match result {
         Some(r) => {
@@ -591,7 +588,7 @@ fn record_removals(store: &Store, removals: &[Removal]) -> Result<Vec<usize>, St
                         task: r.task.clone(),
                         attempt: r.attempt,
                         branch: r.branch.clone(),
-                        tip: t.to_string(),
+                        tip: t,
                     });
                     refs.push(crate::store::refs::RefUpdate::delete(
                         &branch_ref,
@@ -654,12 +651,8 @@ fn clean_attempt(
     } else if present {
         let known: Vec<crate::store::Oid> = tip
             .into_iter()
-            .chain(
-                a.result
-                    .as_ref()
-                    .and_then(|r| store.parse_oid(&r.commit).ok()),
-            )
-            .chain(store.parse_oid(&a.base).ok())
+            .chain(a.result.as_ref().map(|r| r.commit))
+            .chain(Some(a.base))
             .collect();
         match super::workspace::unrecorded_work(store, &paths, &known) {
             Ok(u) => {
@@ -797,8 +790,8 @@ pub async fn gate_attempt(
     };
     // Settings are the run's; the diff is the attempt's own, from the
     // commit it started on (later attempts start from what landed).
-    let run_base = store.parse_oid(&run.base)?;
-    let base = store.parse_oid(&attempt.base)?;
+    let run_base = run.base;
+    let base = attempt.base;
     let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
         .map_err(RunError::Settings)?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
@@ -830,8 +823,8 @@ pub async fn gate_attempt(
         task: &sub,
         n,
         base,
-        result: store.parse_oid(&result.commit)?,
-        result_tree: store.parse_oid(&result.tree)?,
+        result: result.commit,
+        result_tree: result.tree,
         agent: &attempt.agent,
         paths: &paths,
         env,
@@ -839,7 +832,7 @@ pub async fn gate_attempt(
     }
     .subject(&store, None, None)?;
     let cancel = CancellationToken::new();
-    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree)?;
+    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree.to_string())?;
     let outcome = crate::gate::evaluate(&subject, &gates, &cache, &cancel).await?;
     store.append(
         outcome

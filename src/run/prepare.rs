@@ -147,7 +147,7 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
     let target = choose_target(store, resume.as_ref(), opts, &revision)?;
     let target_tip = store.ref_target(&format!("refs/heads/{target}"))?;
     let base = match (&resume, &opts.base) {
-        (Some(r), _) => store.parse_oid(&r.base)?,
+        (Some(r), _) => r.base,
         (None, Some(b)) => store
             .resolve_commit(b)?
             .ok_or_else(|| RunError::BadBase(b.clone()))?,
@@ -322,9 +322,9 @@ pub fn prepare(store: &Store, plan_id: &PlanId, opts: &RunOptions) -> Result<Pre
         plan_id: plan_id.clone(),
         revision: ctx.revision.revision,
         plan_hash: ctx.revision.hash.clone(),
-        approval: approval.commit.to_string(),
+        approval: approval.commit,
         target: ctx.target.clone(),
-        base: base.to_string(),
+        base,
         settings: ctx.run_settings.clone(),
         carried,
         by: store
@@ -494,7 +494,7 @@ fn config_drift(
     target: &str,
     tip: Option<Oid>,
 ) -> Result<Option<String>, RunError> {
-    let (Ok(base), Some(tip)) = (store.parse_oid(&run.base), tip) else {
+    let (base, Some(tip)) = (run.base, tip) else {
         return Ok(None);
     };
     if base == tip {
@@ -507,7 +507,7 @@ fn config_drift(
     Ok(Some(format!(
         "{path} on {target} changed since run {} started from {}; a resumed run keeps the configuration of its base. `git orch run {} --new` closes this run and starts a fresh one from {target}'s tip with the new configuration (landed work is carried)",
         run.id,
-        &run.base[..12.min(run.base.len())],
+        &run.base.to_string()[..12],
         run.plan_id
     )))
 }
@@ -856,7 +856,7 @@ pub fn context_for(store: &Store, run: &RunState) -> Result<RunContext, RunError
         }
     }
     let revision = plan_of(store, run)?;
-    let base = store.parse_oid(&run.base)?;
+    let base = run.base;
     let settings = settings_at(store, base)?;
     let mut run_settings = run.settings.clone();
     run_settings.cap = run_settings.cap.max(1);
@@ -882,7 +882,7 @@ fn empty_run(rev: &PlanRevision, target: &str, base: Oid, settings: &RunSettings
         plan_hash: rev.hash.clone(),
         approval: String::new(),
         target: target.to_owned(),
-        base: base.to_string(),
+        base,
         settings: settings.clone(),
         started_ms: 0,
         drivers: Vec::new(),

@@ -188,8 +188,8 @@ pub fn retry_context(
             }
         };
     ctx.previous = Some(crate::gate::context::PreviousWork {
-        base: last.base.clone(),
-        commit: result.commit.clone(),
+        base: last.base.to_string(),
+        commit: result.commit.to_string(),
         continued,
         diff: String::new(),
     });

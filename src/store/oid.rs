@@ -7,7 +7,7 @@ pub use crate::oid::{BadOid, Oid};
 impl Oid {
     /// gix's borrowed id, for the store's calls into gix.
     pub(in crate::store) fn as_gix(&self) -> &gix::oid {
-        gix::oid::from_bytes_unchecked(self.as_bytes())
+        gix::oid::from_bytes_unchecked(self.raw_bytes())
     }
 }
 

@@ -1061,7 +1061,7 @@ mod tests {
         let mut out = Vec::new();
         for (mode, name, hex) in entries {
             out.extend_from_slice(format!("{mode} {name}\0").as_bytes());
-            out.extend_from_slice(Oid::from_hex(hex.as_bytes()).expect("hex").as_bytes());
+            out.extend_from_slice(Oid::from_hex(hex.as_bytes()).expect("hex").raw_bytes());
         }
         out
     }
