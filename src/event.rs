@@ -1511,6 +1511,15 @@ mod tests {
             let again = serde_json::to_vec(&record).expect("serialises");
             assert_eq!(String::from_utf8_lossy(&again), line);
         }
+        // An id that is not one makes the record unreadable, not a string
+        // that later readers trip over.
+        let forged = format!(
+            r#"{head}"type":"landing_voided","run_id":"p-abc123","task":"a","attempt":2,"new":"HEAD~1","reason":"x"}}"#
+        );
+        assert!(matches!(
+            Record::from_json(forged.as_bytes()),
+            Err(BadRecord::NotAnEvent(_))
+        ));
     }
 
     #[test]
