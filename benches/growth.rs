@@ -99,11 +99,11 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
         plan_id: PlanId::new("history").expect("plan id"),
         revision: 1,
         plan_hash: plan_hash.into(),
-        approval: approval.into(),
+        approval: approval.parse().expect("hex"),
         // Its own branch: the history's commits are not in this repository,
         // and the real run's queue must not try to complete its landings.
         target: "history".into(),
-        base: hex(k, 0),
+        base: hex(k, 0).parse().expect("hex"),
         settings: RunSettings {
             cap: 4,
             agent: "fake".into(),
@@ -134,7 +134,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
             task: task.clone(),
             attempt: 1,
             branch: format!("orch/{run}/{task}/attempt-1"),
-            base: old.clone(),
+            base: old.parse().expect("hex"),
             start: None,
             worktree: format!("/home/dev/proj.orch/{run}/{task}-1"),
             port: 20000 + t as u16 * 10,
@@ -174,8 +174,8 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
                 run_id: run.clone(),
                 task: task.clone(),
                 attempt: 1,
-                commit: id("commit"),
-                tree: id("tree"),
+                commit: id("commit").parse().expect("hex"),
+                tree: id("tree").parse().expect("hex"),
                 changed: 3,
                 control_paths: Vec::new(),
             },
@@ -209,8 +209,8 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
         ops.push(vec![
             Event::IntegrationVerdict {
                 run_id: run.clone(),
-                candidate: candidate.clone(),
-                tree: id("ctree"),
+                candidate: candidate.parse().expect("hex"),
+                tree: id("ctree").parse().expect("hex"),
                 attempts: vec![format!("{task}/1")],
                 verdict: verdict("integration", Some("cargo test -q")),
             },
@@ -219,10 +219,10 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
                 task: task.clone(),
                 attempt: 1,
                 target: "history".into(),
-                old: old.clone(),
-                new: candidate.clone(),
+                old: old.parse().expect("hex"),
+                new: candidate.parse().expect("hex"),
                 strategy: "rebase".into(),
-                commits: vec![candidate.clone()],
+                commits: vec![candidate.parse().expect("hex")],
             },
         ]);
         ops.push(vec![
@@ -237,7 +237,7 @@ fn history_run(k: u64, plan_hash: &str, approval: &str) -> Vec<Vec<Event>> {
                 task: task.clone(),
                 attempt: 1,
                 branch: format!("orch/{run}/{task}/attempt-1"),
-                tip: id("commit"),
+                tip: id("commit").parse().expect("hex"),
             },
         ]);
         old = candidate;

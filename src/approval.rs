@@ -304,7 +304,7 @@ pub fn record(
                 approver: approver.to_owned(),
                 note: note.map(str::to_owned),
                 signed: sign,
-                commit: commit.to_string(),
+                commit,
             }],
             refs: vec![RefUpdate::set(
                 &reference,
@@ -511,12 +511,12 @@ pub fn record_branch(
             Operation {
                 events: vec![Event::BranchApproved {
                     branch: branch.to_owned(),
-                    commit: commit.to_string(),
-                    tree: tree.to_string(),
+                    commit,
+                    tree,
                     approver: approver.to_owned(),
                     note: note.map(str::to_owned),
                     signed: sign,
-                    approval: approval.to_string(),
+                    approval,
                 }],
                 refs: vec![keep],
             },

@@ -14,6 +14,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{PlanId, RunId, TaskId, WriterId};
+use crate::oid::Oid;
 
 /// The envelope format this build writes and understands.
 pub const FORMAT_VERSION: u32 = 1;
@@ -139,7 +140,7 @@ pub enum Event {
         /// `blake3:<hex>` of the canonical plan bytes.
         hash: String,
         /// The plan revision commit.
-        commit: String,
+        commit: Oid,
         subtasks: usize,
     },
     /// A decision on a plan revision was recorded under
@@ -156,7 +157,7 @@ pub enum Event {
         /// Whether the approval commit carries a gpg/ssh signature.
         signed: bool,
         /// The approval commit.
-        commit: String,
+        commit: Oid,
     },
     /// A run of an approved plan revision began.
     RunStarted {
@@ -165,11 +166,11 @@ pub enum Event {
         revision: u32,
         plan_hash: String,
         /// The approval commit that allowed it.
-        approval: String,
+        approval: Oid,
         /// The branch results land on.
         target: String,
         /// The commit attempts start from.
-        base: String,
+        base: Oid,
         settings: RunSettings,
         /// Tasks an earlier run of the plan already landed on the target
         /// (producing the same thing): this run counts them done and never
@@ -197,11 +198,11 @@ pub enum Event {
         attempt: u32,
         branch: String,
         /// The commit its change is judged against and landed from.
-        base: String,
+        base: Oid,
         /// Where its branch starts when not at `base`: the previous
         /// attempt's result, for a retry that continues it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        start: Option<String>,
+        start: Option<Oid>,
         worktree: String,
         /// First port of the attempt's block of [`PORT_BLOCK`].
         port: u16,
@@ -269,8 +270,8 @@ pub enum Event {
         run_id: RunId,
         task: TaskId,
         attempt: u32,
-        commit: String,
-        tree: String,
+        commit: Oid,
+        tree: Oid,
         /// Paths changed relative to the attempt's base.
         changed: usize,
         /// The [control paths](crate::plan::control) the result changes,
@@ -304,12 +305,12 @@ pub enum Event {
         target: String,
         /// The target's tip before the landing (the compare-and-swap's
         /// expected value).
-        old: String,
+        old: Oid,
         /// The target's tip after it.
-        new: String,
+        new: Oid,
         strategy: String,
         /// The commits this attempt added to the target, oldest first.
-        commits: Vec<String>,
+        commits: Vec<Oid>,
     },
     /// The merge queue could not land an attempt (conflict or integration
     /// gate); the task gets a new attempt from the fresh target.
@@ -337,7 +338,7 @@ pub enum Event {
         task: TaskId,
         attempt: u32,
         /// The `new` of the voided `landed` event.
-        new: String,
+        new: Oid,
         reason: String,
     },
     /// The integration gate's verdict on a candidate (one or a stack of
@@ -345,9 +346,9 @@ pub enum Event {
     IntegrationVerdict {
         run_id: RunId,
         /// The candidate commit.
-        candidate: String,
+        candidate: Oid,
         /// Its tree (the verdict cache key).
-        tree: String,
+        tree: Oid,
         /// The attempts in the candidate, as `task/attempt`.
         attempts: Vec<String>,
         verdict: Verdict,
@@ -392,7 +393,7 @@ pub enum Event {
         /// The branch, without `refs/heads/`.
         branch: String,
         /// Its tip when it was deleted.
-        tip: String,
+        tip: Oid,
     },
     /// Every candidate of a best-of-N round ended and one was chosen to
     /// land (or none passed): by gates, then the reviewer, then the
@@ -422,7 +423,7 @@ pub enum Event {
         what: String,
         attempt: u32,
         /// The claim commit.
-        commit: String,
+        commit: Oid,
         lease_secs: u64,
         host: String,
         pid: u32,
@@ -431,9 +432,9 @@ pub enum Event {
         took_over_from: Option<String>,
     },
     /// The holder of a claim is alive: the lease runs again from now.
-    ClaimRenewed { run_id: RunId, commit: String },
+    ClaimRenewed { run_id: RunId, commit: Oid },
     /// The holder let a claim go before its lease ran out.
-    ClaimReleased { run_id: RunId, commit: String },
+    ClaimReleased { run_id: RunId, commit: Oid },
     /// A diagnostic marker written by `git orch debug append`; used by the
     /// concurrency tests and benchmarks, harmless in a real log.
     DebugMarker { label: String, n: u64 },
@@ -451,7 +452,7 @@ pub enum Event {
         /// The lead agent's name.
         agent: String,
         /// The commit the agent read and the plan was checked against.
-        base: String,
+        base: Oid,
         outcome: PlanRoundOutcome,
         /// The plan's id and content hash, when it was a valid plan.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -484,9 +485,9 @@ pub enum Event {
         /// The branch, without `refs/heads/`.
         branch: String,
         /// Its tip when approved.
-        commit: String,
+        commit: Oid,
         /// That tip's tree: what the approval is bound to.
-        tree: String,
+        tree: Oid,
         approver: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         note: Option<String>,
@@ -494,7 +495,7 @@ pub enum Event {
         signed: bool,
         /// The approval commit: its tree holds `approval.json`, its parent
         /// is the approved tip; `refs/orch/keep` keeps it reachable.
-        approval: String,
+        approval: Oid,
     },
     /// `git orch land` moved the target to a candidate holding an approved
     /// branch, after the integration gate passed on it, by compare-and-swap
@@ -505,17 +506,17 @@ pub enum Event {
         landing: String,
         branch: String,
         /// The branch tip that landed, and its tree (the approved one).
-        commit: String,
-        tree: String,
+        commit: Oid,
+        tree: Oid,
         /// The approval commit that allowed it.
-        approval: String,
+        approval: Oid,
         target: String,
         /// The target's tip before and after.
-        old: String,
-        new: String,
+        old: Oid,
+        new: Oid,
         strategy: String,
         /// The commits the landing added to the target, oldest first.
-        commits: Vec<String>,
+        commits: Vec<Oid>,
         /// The integration gate's verdicts on the candidate `new`.
         verdicts: Vec<Verdict>,
     },
@@ -534,7 +535,7 @@ pub enum AcceptedFinding {
         blobs: Vec<String>,
     },
     /// A commit on a protected target that no landing vouches for.
-    Commit { commit: String, target: String },
+    Commit { commit: Oid, target: String },
 }
 
 /// How one lead-agent round ended.
@@ -1168,7 +1169,7 @@ impl Event {
                 run_id,
                 task,
                 attempt,
-                format!("result {} ({changed} paths)", short(commit)),
+                format!("result {} ({changed} paths)", short(&commit.to_string())),
             ),
             Event::GateVerdict {
                 run_id,
@@ -1207,7 +1208,7 @@ impl Event {
                 run_id,
                 task,
                 attempt,
-                format!("landed on {target} at {}", short(new)),
+                format!("landed on {target} at {}", short(&new.to_string())),
             ),
             Event::LandingFailed {
                 run_id,
@@ -1277,7 +1278,7 @@ impl Event {
                 "{run_id} integration gate {} {} on {}",
                 verdict.gate,
                 verdict.status.as_str(),
-                short(candidate)
+                short(&candidate.to_string())
             ),
             Event::RunStopped {
                 run_id,
@@ -1328,10 +1329,10 @@ impl Event {
                 None => format!("{run_id}/{what} attempt {attempt} claimed on {host}"),
             },
             Event::ClaimRenewed { run_id, commit } => {
-                format!("{run_id} claim {} renewed", short(commit))
+                format!("{run_id} claim {} renewed", short(&commit.to_string()))
             }
             Event::ClaimReleased { run_id, commit } => {
-                format!("{run_id} claim {} released", short(commit))
+                format!("{run_id} claim {} released", short(&commit.to_string()))
             }
             _ => return None,
         })
@@ -1368,7 +1369,10 @@ impl Event {
                     format!("rewrite of writer {writer} at seq {seq} accepted by {by}")
                 }
                 AcceptedFinding::Commit { commit, target } => {
-                    format!("commit {} on {target} accepted by {by}", short(commit))
+                    format!(
+                        "commit {} on {target} accepted by {by}",
+                        short(&commit.to_string())
+                    )
                 }
             },
             Event::DebugMarker { label, n } => format!("debug marker {label} #{n}"),
@@ -1397,14 +1401,17 @@ impl Event {
                 ..
             } => format!(
                 "branch {branch} approved for landing by {approver} (tree {})",
-                short(tree)
+                short(&tree.to_string())
             ),
             Event::BranchLanded {
                 branch,
                 target,
                 new,
                 ..
-            } => format!("branch {branch} landed on {target} at {}", short(new)),
+            } => format!(
+                "branch {branch} landed on {target} at {}",
+                short(&new.to_string())
+            ),
             // Records about a run or an attempt are summarized above
             // (see `summary`); a new kind says at least what it is.
             _ => self.kind().to_owned(),
@@ -1466,6 +1473,53 @@ mod tests {
         assert!(json.contains(r#""type":"debug_marker""#), "{json}");
         let back: Record = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, r);
+    }
+
+    /// Log lines as git-orch has written them, with object ids as hex
+    /// text, are read and written again byte for byte: a log in the
+    /// repository is history, and a change of the ids' types (or of any
+    /// field) must leave its bytes as they are.
+    #[test]
+    fn recorded_lines_with_object_ids_are_read_and_written_again_byte_for_byte() {
+        let a = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391";
+        let b = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        let c = "0123456789abcdef0123456789abcdef01234567";
+        let head = r#"{"version":1,"writer":"abc123","seq":4,"clock":9,"time_ms":1700000000000,"#;
+        let lines = [
+            format!(
+                r#"{head}"type":"attempt_created","run_id":"p-abc123","task":"a","attempt":2,"branch":"orch/p-abc123/a/2","base":"{a}","start":"{b}","worktree":"/tmp/w","port":40000,"agent":"claude"}}"#
+            ),
+            format!(
+                r#"{head}"type":"attempt_result","run_id":"p-abc123","task":"a","attempt":2,"commit":"{c}","tree":"{b}","changed":3}}"#
+            ),
+            format!(
+                r#"{head}"type":"landed","run_id":"p-abc123","task":"a","attempt":2,"target":"main","old":"{a}","new":"{c}","strategy":"rebase","commits":["{b}","{c}"]}}"#
+            ),
+            format!(
+                r#"{head}"type":"landing_voided","run_id":"p-abc123","task":"a","attempt":2,"new":"{c}","reason":"the target moved"}}"#
+            ),
+            format!(
+                r#"{head}"type":"claimed","run_id":"p-abc123","what":"a","attempt":2,"commit":"{a}","lease_secs":60,"host":"h","pid":42}}"#
+            ),
+            format!(
+                r#"{head}"type":"branch_approved","branch":"feature","commit":"{c}","tree":"{b}","approver":"A <a@example.com>","signed":false,"approval":"{a}"}}"#
+            ),
+        ];
+        for line in lines {
+            let record = Record::from_json(line.as_bytes())
+                .unwrap_or_else(|e| panic!("{line} does not parse: {e}"));
+            let again = serde_json::to_vec(&record).expect("serialises");
+            assert_eq!(String::from_utf8_lossy(&again), line);
+        }
+        // An id that is not one makes the record unreadable, not a string
+        // that later readers trip over.
+        let forged = format!(
+            r#"{head}"type":"landing_voided","run_id":"p-abc123","task":"a","attempt":2,"new":"HEAD~1","reason":"x"}}"#
+        );
+        assert!(matches!(
+            Record::from_json(forged.as_bytes()),
+            Err(BadRecord::NotAnEvent(_))
+        ));
     }
 
     #[test]

@@ -290,7 +290,7 @@ impl Loaded {
             AcceptedFinding::Commit {
                 commit: c,
                 target: t,
-            } if c == commit && t == target => Some(by.clone()),
+            } if c.to_string() == commit && t == target => Some(by.clone()),
             _ => None,
         })
     }
@@ -644,13 +644,13 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
     };
     for run in loaded.runs.values() {
         for l in run.landings.iter().filter(|l| !l.voided) {
-            note(&l.target, l.order.clone(), &l.old);
+            note(&l.target, l.order.clone(), &l.old.to_string());
         }
     }
     for e in loaded.entries() {
         if let Event::BranchLanded { target, old, .. } = &e.record.event {
             let (clock, writer, seq) = e.record.order_key();
-            note(target, (clock, writer.to_owned(), seq), old);
+            note(target, (clock, writer.to_owned(), seq), &old.to_string());
             targets.insert(branch_ref(target));
         }
     }
@@ -729,8 +729,8 @@ fn check_landings(store: &Store, loaded: &Loaded, report: &mut Report) -> Result
                 message,
                 fix,
                 accepted_by,
-                acceptance: Some(AcceptedFinding::Commit {
-                    commit: v.commit.clone(),
+                acceptance: v.commit.parse().ok().map(|commit| AcceptedFinding::Commit {
+                    commit,
                     target: short.to_owned(),
                 }),
             });
@@ -783,13 +783,13 @@ struct DueRecord {
 /// clone has. Notes are derived: a lost write, a note replaced by hand or
 /// by an older git-orch loses one, and nothing else would notice.
 fn due_records(store: &Store, loaded: &Loaded) -> Vec<DueRecord> {
-    let mut approvers: HashMap<&str, &str> = HashMap::new();
+    let mut approvers: HashMap<Oid, &str> = HashMap::new();
     for e in loaded.entries() {
         if let Event::BranchApproved {
             approval, approver, ..
         } = &e.record.event
         {
-            approvers.insert(approval.as_str(), approver.as_str());
+            approvers.insert(*approval, approver.as_str());
         }
     }
     let mut due = Vec::new();
@@ -836,19 +836,20 @@ fn due_records(store: &Store, loaded: &Loaded) -> Vec<DueRecord> {
                 strategy,
                 ..
             } => {
+                let (commit, approval_hex) = (commit.to_string(), approval.to_string());
                 let landing = crate::run::notes::BranchLanding {
                     branch,
-                    commit,
+                    commit: &commit,
                     target,
-                    approver: approvers.get(approval.as_str()).copied().unwrap_or("?"),
-                    approval,
+                    approver: approvers.get(approval).copied().unwrap_or("?"),
+                    approval: &approval_hex,
                     strategy,
                 };
                 (Some(new), landing.name(), landing.record())
             }
             _ => continue,
         };
-        let Some(commit) = tip.and_then(|t| store.parse_oid(t).ok()) else {
+        let Some(commit) = tip.copied() else {
             continue;
         };
         if store.has_object(commit) {
@@ -905,16 +906,14 @@ struct Kept {
 /// that passed the secrets gate (one that failed it is deliberately never
 /// kept), landed candidates and their commits, branch approvals and hand
 /// landings.
-fn expected_kept(store: &Store, loaded: &Loaded) -> Vec<Kept> {
+fn expected_kept(loaded: &Loaded) -> Vec<Kept> {
     let mut out = Vec::new();
-    let mut add = |hex: &str, what: String, writer: &str| {
-        if let Ok(commit) = store.parse_oid(hex) {
-            out.push(Kept {
-                commit,
-                what,
-                writer: writer.to_owned(),
-            });
-        }
+    let mut add = |commit: &Oid, what: String, writer: &str| {
+        out.push(Kept {
+            commit: *commit,
+            what,
+            writer: writer.to_owned(),
+        });
     };
     for run in loaded.runs.values() {
         for (task, a) in run.attempts() {
@@ -1004,7 +1003,7 @@ fn missing_from_keep(store: &Store, expected: &[Kept]) -> Result<Vec<(usize, boo
 }
 
 fn check_keep(store: &Store, loaded: &Loaded, report: &mut Report) -> Result<(), FsckError> {
-    let expected = expected_kept(store, loaded);
+    let expected = expected_kept(loaded);
     report.checked.kept_commits = expected.len();
     for (i, present) in missing_from_keep(store, &expected)? {
         let k = &expected[i];
@@ -1456,7 +1455,7 @@ pub fn accept(store: &Store, what: &Accept, by: &str) -> Result<AcceptedFinding,
                 Accept::Rewrite { writer: w, seq: s },
             ) if writer == w && seq == s && f.check == Check::Rewrite => Some(a.clone()),
             (Some(a @ AcceptedFinding::Commit { commit, .. }), Accept::Commit(c))
-                if commit == &c.to_string() =>
+                if commit == c =>
             {
                 Some(a.clone())
             }
@@ -1516,7 +1515,7 @@ pub fn repair(store: &Store) -> Result<Repairs, FsckError> {
     // Refs first: nothing else can be read through a damaged one.
     let mut done = store.repair_refs()?;
     let loaded = Loaded::read(store)?;
-    let expected = expected_kept(store, &loaded);
+    let expected = expected_kept(&loaded);
     let mut keep = Vec::new();
     for (i, present) in missing_from_keep(store, &expected)? {
         if present {

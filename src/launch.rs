@@ -15,7 +15,28 @@ use crate::agent::price::{self, Price};
 use crate::agent::{self, AgentSpec, Availability, CostSource, PromptInput, StreamWatch};
 use crate::event::AgentUsage;
 use crate::process::{Ended, GroupSpec, LineFilter, Stream};
-use crate::sandbox::{Confine, Sandbox};
+use crate::sandbox::{Confine, Sandbox, SandboxError};
+
+/// Why an agent or a command could not be prepared to start. Its text is
+/// what the attempt's, gate's or lead's record says after "could not
+/// start:".
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A folder outside the worktree the agent may write could not be
+    /// made.
+    #[error("creating {}: {source}", path.display())]
+    Writable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sandbox could not make a private home or confine the command.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// The prepared program could not be started.
+    #[error(transparent)]
+    Spawn(#[from] crate::process::ProcessError),
+}
 
 /// One agent to start.
 pub struct AgentJob<'a> {
@@ -58,7 +79,7 @@ pub struct Launch {
 }
 
 /// The agent's command, confined and watched.
-pub fn agent(job: &AgentJob) -> Result<Launch, String> {
+pub fn agent(job: &AgentJob) -> Result<Launch, LaunchError> {
     let spec = job.spec;
     let mut permissions = job.sandbox.permissions();
     permissions.allowed_commands = job.allowed_commands.clone();
@@ -76,7 +97,10 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
     let mut writable = inv.writable.clone();
     writable.extend(job.writable.iter().cloned());
     for w in &writable {
-        std::fs::create_dir_all(w).map_err(|e| format!("creating {}: {e}", w.display()))?;
+        std::fs::create_dir_all(w).map_err(|source| LaunchError::Writable {
+            path: w.clone(),
+            source,
+        })?;
     }
     let mut env = job.env.to_vec();
     env.extend(spec.env.iter().cloned());
@@ -109,26 +133,23 @@ pub fn agent(job: &AgentJob) -> Result<Launch, String> {
     if !readable.iter().any(|r| r == job.prompt_file) {
         readable.push(job.prompt_file.to_owned());
     }
-    let group = job
-        .sandbox
-        .wrap(
-            group,
-            &Confine {
-                worktree: job.worktree,
-                common_dir: job.common_dir,
-                readable: &readable,
-                writable: &writable,
-                home: home
-                    .as_ref()
-                    .map_or(Path::new("/nonexistent"), |h| h.path()),
-                home_files: &crate::sandbox::agent_home_files(spec),
-                pass_env: &crate::sandbox::agent_pass_env(spec),
-                program: &inv.program,
-                programs: &crate::sandbox::agent_programs(spec),
-                view: crate::sandbox::View::OwnPath,
-            },
-        )
-        .map_err(|e| e.to_string())?;
+    let group = job.sandbox.wrap(
+        group,
+        &Confine {
+            worktree: job.worktree,
+            common_dir: job.common_dir,
+            readable: &readable,
+            writable: &writable,
+            home: home
+                .as_ref()
+                .map_or(Path::new("/nonexistent"), |h| h.path()),
+            home_files: &crate::sandbox::agent_home_files(spec),
+            pass_env: &crate::sandbox::agent_pass_env(spec),
+            program: &inv.program,
+            programs: &crate::sandbox::agent_programs(spec),
+            view: crate::sandbox::View::OwnPath,
+        },
+    )?;
     Ok(Launch {
         group,
         watch,
@@ -363,13 +384,11 @@ pub fn files_named_in(env: &[(String, String)]) -> Vec<PathBuf> {
 }
 
 /// A private home for one command, when the sandbox confines it.
-fn private_home(sandbox: &Sandbox) -> Result<Option<crate::sandbox::PrivateHome>, String> {
+fn private_home(sandbox: &Sandbox) -> Result<Option<crate::sandbox::PrivateHome>, SandboxError> {
     if !sandbox.confines() {
         return Ok(None);
     }
-    crate::sandbox::PrivateHome::make()
-        .map(Some)
-        .map_err(|e| e.to_string())
+    crate::sandbox::PrivateHome::make().map(Some)
 }
 
 /// A confined command and the private home it runs with (deleted when
@@ -389,7 +408,7 @@ pub fn command(
     common_dir: &Path,
     readable: &[PathBuf],
     view: crate::sandbox::View,
-) -> Result<Confined, String> {
+) -> Result<Confined, LaunchError> {
     let home = private_home(sandbox)?;
     let worktree = spec.cwd.clone();
     let program = spec.program.clone();
@@ -398,31 +417,70 @@ pub fn command(
         [c, line, ..] if c == "-c" => crate::sandbox::command_line::programs(line),
         _ => Vec::new(),
     };
-    let group = sandbox
-        .wrap(
-            spec,
-            &Confine {
-                worktree: &worktree,
-                common_dir,
-                readable,
-                writable: &[],
-                home: home
-                    .as_ref()
-                    .map_or(Path::new("/nonexistent"), |h| h.path()),
-                home_files: &[],
-                pass_env: &[],
-                program: &program,
-                programs: &programs,
-                view,
-            },
-        )
-        .map_err(|e| e.to_string())?;
+    let group = sandbox.wrap(
+        spec,
+        &Confine {
+            worktree: &worktree,
+            common_dir,
+            readable,
+            writable: &[],
+            home: home
+                .as_ref()
+                .map_or(Path::new("/nonexistent"), |h| h.path()),
+            home_files: &[],
+            pass_env: &[],
+            program: &program,
+            programs: &programs,
+            view,
+        },
+    )?;
     Ok(Confined { group, _home: home })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A folder the agent may write that cannot be made is an error of
+    /// its own: the folder named, the system's reason kept as its source.
+    #[test]
+    fn a_writable_folder_that_cannot_be_made_is_named_with_its_cause() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, "").expect("write");
+        let below_a_file = file.join("out");
+        let spec = AgentSpec::builtin("claude").expect("builtin");
+        let job = AgentJob {
+            spec: &spec,
+            sandbox: &Sandbox::none(),
+            prompt: "p",
+            prompt_file: &dir.path().join("prompt"),
+            worktree: dir.path(),
+            common_dir: dir.path(),
+            readable: Vec::new(),
+            log_dir: dir.path(),
+            log_name: "agent",
+            task: "t",
+            attempt: 1,
+            env: &[],
+            allowed_commands: Vec::new(),
+            filter: Arc::new(|l: &str| l.to_owned()),
+            writable: vec![below_a_file.clone()],
+        };
+        let Err(e) = agent(&job) else {
+            panic!("a folder below a file was made");
+        };
+        assert!(
+            matches!(&e, LaunchError::Writable { path, .. } if *path == below_a_file),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with(&format!("creating {}: ", below_a_file.display())),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()));
+    }
 
     #[test]
     fn no_tokens_no_estimate() {

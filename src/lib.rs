@@ -1,7 +1,7 @@
 //! git-orch: a Git-native orchestrator for parallel coding agents.
 //!
 //! Layers, each using only those below it (see ARCHITECTURE.md):
-//! `process`, `ids`, `event` → `store` (the only user of gix) → domain
+//! `process`, `ids`, `oid`, `event` → `store` (the only user of gix) → domain
 //! modules → `cli` (the only code that prints).
 
 pub mod agent;
@@ -19,6 +19,7 @@ pub mod ids;
 pub mod launch;
 pub mod lead;
 pub mod merge;
+pub mod oid;
 pub mod plan;
 pub mod preflight;
 pub mod process;

@@ -306,7 +306,7 @@ pub fn fast_import_log(
             let bytes = serde_json::to_vec(r).expect("record");
             let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, &bytes)
                 .expect("hash");
-            writeln!(input, "M 100644 inline {}", event_path(r.seq, id)).expect("write");
+            writeln!(input, "M 100644 inline {}", event_path(r.seq, id.into())).expect("write");
             writeln!(input, "data {}", bytes.len()).expect("write");
             input.write_all(&bytes).expect("write");
             writeln!(input).expect("write");

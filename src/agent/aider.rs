@@ -39,8 +39,9 @@
 //! Aider commits its own edits (`--auto-commits` is on by default); the
 //! runner commits whatever is left on top.
 
+use super::command_line::{Invocation, PromptInput, base_invocation, prompt_fits_argv};
+use super::spec::AgentSpec;
 use super::usage::{Usage, abbreviated_count};
-use super::{AgentSpec, Invocation, PromptInput, base_invocation, prompt_fits_argv};
 
 /// Aider's chat history, kept beside the prompt file.
 const CHAT_HISTORY_FILE: &str = "aider.chat.history.md";

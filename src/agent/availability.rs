@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use super::AgentKind;
+use super::kind::AgentKind;
 use super::usage::json_lines;
 
 /// What a finished run says about its agent's availability.

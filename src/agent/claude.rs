@@ -46,8 +46,11 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::command_line::{
+    Invocation, Permissions, PromptInput, base_invocation, prompt_fits_argv,
+};
+use super::spec::AgentSpec;
 use super::usage::{Usage, amount, count, count0, json_lines};
-use super::{AgentSpec, Invocation, Permissions, PromptInput, base_invocation, prompt_fits_argv};
 
 pub(super) fn invocation(
     spec: &AgentSpec,

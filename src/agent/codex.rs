@@ -37,8 +37,9 @@
 
 use serde_json::Value;
 
+use super::command_line::{Invocation, PromptInput, base_invocation, prompt_fits_argv};
+use super::spec::AgentSpec;
 use super::usage::{Usage, count, count0, json_lines};
-use super::{AgentSpec, Invocation, PromptInput, base_invocation, prompt_fits_argv};
 
 pub(super) fn invocation(spec: &AgentSpec, input: &PromptInput, bypass: bool) -> Invocation {
     let mut inv = base_invocation(spec);

@@ -16,7 +16,8 @@
 //! alone. The spec's `args` become the script's `$1`, `$2`, … and its name
 //! `$0`, the name `sh` uses in its own error messages.
 
-use super::{AgentSpec, Invocation, PromptInput};
+use super::command_line::{Invocation, PromptInput};
+use super::spec::AgentSpec;
 
 /// Placeholders and the variables that carry their values.
 const PLACEHOLDERS: [(&str, &str); 5] = [

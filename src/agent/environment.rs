@@ -10,7 +10,7 @@
 //!
 //! Patterns are a variable name, or a prefix followed by `*`.
 
-use super::AgentKind;
+use super::kind::AgentKind;
 
 /// Variables every agent and gate gets when set: the basics of a Unix
 /// process (search path, identity, locale, terminal), proxies and CA

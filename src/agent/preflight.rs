@@ -11,7 +11,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{AgentKind, AgentSpec};
+use super::kind::AgentKind;
+use super::spec::AgentSpec;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]

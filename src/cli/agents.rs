@@ -4,7 +4,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs};
+use super::output;
 use crate::agent::preflight::Severity;
 use crate::config::Settings;
 
@@ -30,8 +33,9 @@ pub struct AgentsArgs {
 /// The settings of the repository here (its .orch/config at HEAD and its
 /// `orch.*` keys) and its git folder, or the defaults outside a
 /// repository.
-fn settings(cli: &Cli) -> Result<(Settings, Option<std::path::PathBuf>), CommandError> {
-    let Ok(store) = crate::store::Store::discover(&super::start_dir(&cli.directory)) else {
+fn settings(cli: &GlobalArgs) -> Result<(Settings, Option<std::path::PathBuf>), CommandError> {
+    let Ok(store) = crate::store::Store::discover(&super::globals::start_dir(&cli.directory))
+    else {
         return Ok((Settings::default(), None));
     };
     let head = store.resolve_commit("HEAD")?;
@@ -40,7 +44,7 @@ fn settings(cli: &Cli) -> Result<(Settings, Option<std::path::PathBuf>), Command
     Ok((settings, Some(store.common_dir().to_owned())))
 }
 
-pub fn run(cli: &Cli, args: &AgentsArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &AgentsArgs) -> CommandResult {
     let (settings, git_dir) = settings(cli)?;
     let survey = crate::preflight::survey(&settings, git_dir.as_deref(), &args.names, true)?;
     let blocked = !args.names.is_empty() && survey.agents.iter().any(|a| !a.ready());

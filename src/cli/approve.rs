@@ -3,7 +3,10 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::approval::{self, Verdict};
 use crate::event::Decision;
 use crate::ids::PlanId;
@@ -97,7 +100,7 @@ fn approver(store: &crate::store::Store, given: Option<&str>) -> Result<String, 
     Ok(who)
 }
 
-pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &ApproveArgs) -> CommandResult {
     if let Some(ApproveCommand::Verify(v)) = &args.command {
         return verify(cli, v);
     }
@@ -178,7 +181,7 @@ pub fn run(cli: &Cli, args: &ApproveArgs) -> CommandResult {
     Ok(exit::OK)
 }
 
-fn verify(cli: &Cli, args: &VerifyArgs) -> CommandResult {
+fn verify(cli: &GlobalArgs, args: &VerifyArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.plan)?;
     let verdict = crate::run::approval_verdict(&store, &id)

@@ -3,7 +3,9 @@
 
 use clap::Args;
 
-use super::{Cli, CommandResult, exit, open_store, output};
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::ids::{RunId, TaskId};
 use crate::run;
 use crate::run::control::{CleanupAction, CleanupFilter};
@@ -44,7 +46,7 @@ pub struct CleanupArgs {
     pub dry_run: bool,
 }
 
-pub fn run(cli: &Cli, args: &CleanupArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &CleanupArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let filter = CleanupFilter {
         run: args.run.as_deref().map(RunId::new).transpose()?,

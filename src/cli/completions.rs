@@ -19,11 +19,13 @@
 
 use std::ffi::OsStr;
 
-use clap::{Args, CommandFactory, ValueEnum};
+use clap::{Args, ValueEnum};
 use clap_complete::engine::{ArgValueCompleter, CompletionCandidate};
 use clap_complete::env::EnvCompleter;
 
-use super::{Cli, CommandResult, exit, output};
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs};
+use super::output;
 
 /// The variable that asks `git-orch` for completions instead of running.
 pub const COMPLETE_VAR: &str = "GIT_ORCH_COMPLETE";
@@ -54,11 +56,12 @@ pub enum Shell {
 
 /// Answers a shell's completion request and exits, when this process was
 /// started for one (`GIT_ORCH_COMPLETE` set); otherwise does nothing.
-pub fn complete_if_asked() {
+/// `tree` builds the whole command tree (the dispatcher owns it).
+pub fn complete_if_asked(tree: fn() -> clap::Command) {
     if std::env::var_os(COMPLETE_VAR).is_none() {
         return;
     }
-    clap_complete::CompleteEnv::with_factory(completion_command)
+    clap_complete::CompleteEnv::with_factory(move || completion_command(tree()))
         .var(COMPLETE_VAR)
         .bin("git-orch")
         .completer("git-orch")
@@ -66,9 +69,8 @@ pub fn complete_if_asked() {
 }
 
 /// The command tree completion walks: the visible commands only, named
-/// `git-orch`.
-fn completion_command() -> clap::Command {
-    let full = Cli::command();
+/// `git-orch`, from the `full` tree.
+fn completion_command(full: clap::Command) -> clap::Command {
     clap::Command::default()
         .name("git-orch")
         .about(full.get_about().cloned().unwrap_or_default())
@@ -205,7 +207,7 @@ pub fn script(shell: Shell) -> String {
     text
 }
 
-pub fn run(_cli: &Cli, args: &CompletionsArgs) -> CommandResult {
+pub fn run(_cli: &GlobalArgs, args: &CompletionsArgs) -> CommandResult {
     output::Out::new().line(script(args.shell).trim_end());
     Ok(exit::OK)
 }

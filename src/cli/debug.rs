@@ -2,7 +2,9 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, CommandResult, exit, open_store, output};
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::event::Event;
 
 /// Diagnostics for tests and benchmarks; not part of the stable interface.
@@ -30,7 +32,8 @@ pub enum DebugCommand {
     CliReference,
 }
 
-pub fn run(cli: &Cli, args: &DebugArgs) -> CommandResult {
+/// `tree`: the whole command tree, for the CLI reference.
+pub fn run(cli: &GlobalArgs, args: &DebugArgs, tree: clap::Command) -> CommandResult {
     match &args.command {
         DebugCommand::Append {
             label,
@@ -52,7 +55,7 @@ pub fn run(cli: &Cli, args: &DebugArgs) -> CommandResult {
             }
         }
         DebugCommand::CliReference => {
-            output::Out::new().line(super::manual::cli_reference().trim_end());
+            output::Out::new().line(super::manual::cli_reference(tree).trim_end());
         }
     }
     Ok(exit::OK)

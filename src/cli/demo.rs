@@ -12,7 +12,10 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs};
+use super::output;
 use crate::demo::{self, AgentChoice, Event, Stage};
 
 /// Watch the whole loop on a throwaway repository, offline.
@@ -224,7 +227,7 @@ fn render(out: &mut output::Out, view: &mut View, event: Event<'_>) {
     }
 }
 
-pub fn run(_cli: &Cli, args: &DemoArgs) -> CommandResult {
+pub fn run(_cli: &GlobalArgs, args: &DemoArgs) -> CommandResult {
     let exe = std::env::current_exe()
         .map_err(|e| CommandError::error(format!("cannot find this program's own path: {e}")))?;
     let cwd = std::env::current_dir()
@@ -264,7 +267,7 @@ pub fn run(_cli: &Cli, args: &DemoArgs) -> CommandResult {
 
 /// `git orch demo-agent`: does one attempt's scripted work in the current
 /// folder (the attempt's worktree).
-pub fn agent(_cli: &Cli, _args: &DemoAgentArgs) -> CommandResult {
+pub fn agent(_cli: &GlobalArgs, _args: &DemoAgentArgs) -> CommandResult {
     let workdir = std::env::current_dir()
         .map_err(|e| CommandError::error(format!("cannot read the current folder: {e}")))?;
     let task = std::env::var("ORCH_TASK").ok();

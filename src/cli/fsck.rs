@@ -3,7 +3,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::fsck::{self, Accept, Finding, Severity};
 
 /// Check git-orch's state end to end.
@@ -54,7 +57,7 @@ fn fsck_error(e: fsck::FsckError) -> CommandError {
     e.into()
 }
 
-pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &FsckArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let accept = match (&args.accept_rewrite, &args.accept_commit) {
         (Some((writer, seq)), _) => Some(Accept::Rewrite {
@@ -90,7 +93,7 @@ pub fn run(cli: &Cli, args: &FsckArgs) -> CommandResult {
             ),
             crate::event::AcceptedFinding::Commit { commit, target } => format!(
                 "Accepted commit {} on {target}, as {by}.",
-                &commit[..12.min(commit.len())]
+                &commit.to_string()[..12]
             ),
         });
     }

@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::ids::TaskId;
 use crate::run;
 
@@ -21,7 +24,7 @@ pub struct GateArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &GateArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut index = crate::state::StateIndex::open(&store)?;
     let spec = args
@@ -60,7 +63,7 @@ pub fn run(cli: &Cli, args: &GateArgs) -> CommandResult {
                 ))
             })?,
     };
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     let outcome = runtime.block_on(run::control::gate_attempt(store.common_dir(), &r, &task, n))?;
     let mut out = output::Out::new();
     for v in &outcome.verdicts {

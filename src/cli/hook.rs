@@ -10,8 +10,11 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs};
 use super::hooks::hook_error;
-use super::{Cli, CommandError, CommandResult, exit, output};
+use super::output;
 use crate::hooks::{Decision, commit, push, receive};
 use crate::store::Store;
 use crate::store::view::ObjectDirs;
@@ -46,7 +49,7 @@ pub enum HookCommand {
     PreReceive,
 }
 
-pub fn run(cli: &Cli, args: &HookArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &HookArgs) -> CommandResult {
     match &args.hook {
         HookCommand::PreCommit { owned_globs } => pre_commit(cli, owned_globs.as_deref()),
         HookCommand::PrePush { remote, .. } => pre_push(cli, remote),
@@ -75,16 +78,16 @@ fn read_input(hook: &str) -> Result<String, CommandError> {
     })
 }
 
-fn pre_push(cli: &Cli, remote: &str) -> CommandResult {
-    let store = Store::discover(&super::start_dir(&cli.directory))?;
+fn pre_push(cli: &GlobalArgs, remote: &str) -> CommandResult {
+    let store = Store::discover(&super::globals::start_dir(&cli.directory))?;
     let input = read_input("pre-push")?;
     let lines = push::parse(&store, &input).map_err(hook_error)?;
     let decision = push::decide(store, remote, &lines).map_err(hook_error)?;
     Ok(report("pre-push", &decision))
 }
 
-fn pre_receive(cli: &Cli) -> CommandResult {
-    let mut store = Store::discover(&super::start_dir(&cli.directory))?;
+fn pre_receive(cli: &GlobalArgs) -> CommandResult {
+    let mut store = Store::discover(&super::globals::start_dir(&cli.directory))?;
     receive::warm_state(&store);
     // git keeps the pushed objects in a quarantine until this hook agrees;
     // gix does not read git's variables for it, so the store is told.
@@ -126,8 +129,8 @@ fn report(hook: &str, decision: &Decision) -> u8 {
     exit::BLOCKED
 }
 
-fn pre_commit(cli: &Cli, globs_file: Option<&Path>) -> CommandResult {
-    let dir = super::start_dir(&cli.directory);
+fn pre_commit(cli: &GlobalArgs, globs_file: Option<&Path>) -> CommandResult {
+    let dir = super::globals::start_dir(&cli.directory);
     let globs: Vec<String> = match globs_file {
         Some(file) => {
             let text = std::fs::read_to_string(file).map_err(|e| {

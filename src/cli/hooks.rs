@@ -3,7 +3,10 @@
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output, start_dir};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store, start_dir};
+use super::output;
 use crate::hooks::install::{self, Hook, Uninstalled};
 
 /// Install or remove the git hooks that make git enforce git-orch's rules.
@@ -45,7 +48,7 @@ pub enum HooksAction {
     },
 }
 
-pub fn run(cli: &Cli, args: &HooksArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &HooksArgs) -> CommandResult {
     // Opening the store first gives the clear "not a git repository" error
     // before anything is written.
     let store = open_store(&cli.directory)?;

@@ -3,7 +3,9 @@
 
 use clap::Args;
 
-use super::{Cli, CommandResult, exit, open_store, output};
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::event::Event;
 use crate::ids::WriterId;
 use crate::store::refs::{ORCH_PREFIX, REMOTES_PREFIX};
@@ -25,7 +27,7 @@ pub struct InitArgs {
     pub new_writer: bool,
 }
 
-pub fn run(cli: &Cli, args: &InitArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &InitArgs) -> CommandResult {
     let mut store = open_store(&cli.directory)?;
     let mut changed = Vec::new();
     if let Some(remote) = &args.remote {

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, manual, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs};
+use super::{manual, output};
 
 /// Install the man pages, so that `git orch --help` and `man git-orch` work.
 ///
@@ -67,7 +70,8 @@ pub fn man_searches(root: &Path, path: Option<&str>, manpath: Option<&str>) -> b
         .any(|prefix| same(&prefix.join("share").join("man")) || same(&prefix.join("man")))
 }
 
-pub fn run(_cli: &Cli, args: &InstallManArgs) -> CommandResult {
+/// `tree`: the whole command tree, whose pages are installed.
+pub fn run(_cli: &GlobalArgs, args: &InstallManArgs, tree: clap::Command) -> CommandResult {
     let dir = match &args.dir {
         Some(d) => d.clone(),
         None => default_dir()?,
@@ -80,7 +84,7 @@ pub fn run(_cli: &Cli, args: &InstallManArgs) -> CommandResult {
         ))
     };
     std::fs::create_dir_all(&dir).map_err(|e| failed("create", &dir, e))?;
-    let pages = manual::man_pages();
+    let pages = manual::man_pages(tree);
     // Pages of commands that no longer exist would outlive an upgrade.
     if let Ok(entries) = std::fs::read_dir(&dir) {
         for entry in entries.flatten() {

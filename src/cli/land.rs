@@ -3,7 +3,10 @@
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::merge::Strategy;
 use crate::merge::hand::{self, Outcome, Request};
 
@@ -118,7 +121,7 @@ fn target(
     Ok(name)
 }
 
-pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &LandArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let branch = branch_name(&store, &args.branch)?;
     let target = target(&store, args.target.as_deref(), &branch)?;
@@ -133,7 +136,7 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
         strategy: args.strategy.as_deref().and_then(Strategy::parse),
     };
     let state = crate::state::SharedIndex::open(&store)?;
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     let cancel = CancellationToken::new();
     let tx = cancel.clone();
     output::status(&format!("Landing branch {branch} on {target}…"));
@@ -184,7 +187,7 @@ pub fn run(cli: &Cli, args: &LandArgs) -> CommandResult {
             }
             output::status(&format!(
                 "Landed branch {branch} on {target} at {} ({} commit(s), {}, approved by {}; {gate_runs} integration gate run(s)).\nNext: publish it with `git orch sync` and `git push`; `git orch verify {target}` checks it.",
-                &landing.new[..12],
+                &landing.new.to_string()[..12],
                 landing.commits.len(),
                 landing.strategy,
                 approval.approver

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::ids::RunId;
 use crate::state::StateIndex;
 use crate::store::log::{Entry, Problem};
@@ -107,7 +110,7 @@ fn select(
     Ok((entries, problems))
 }
 
-pub fn run(cli: &Cli, args: &LogArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &LogArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut out = output::Out::new();
     for (value, what) in [(&args.run, "run"), (&args.task, "task")] {

@@ -8,11 +8,11 @@
 //! themselves live on each command's args struct.
 
 use clap::builder::StyledStr;
-use clap::{Arg, ArgAction, Command, CommandFactory};
+use clap::{Arg, ArgAction, Command};
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
 
-use super::{Cli, exit};
+use super::exit;
 
 /// The exit codes, for the man page and the reference.
 pub const EXIT_CODES: [(u8, &str); 9] = [
@@ -66,8 +66,8 @@ pub struct ManPage {
 /// The whole command tree, built (so subcommands know their full names:
 /// display name `git-orch-plan-check`, bin name `git orch plan check`),
 /// without clap's `help` subcommand, which has no page of its own.
-pub fn command() -> Command {
-    let mut cmd = Cli::command().disable_help_subcommand(true);
+pub fn command(tree: Command) -> Command {
+    let mut cmd = tree.disable_help_subcommand(true);
     cmd.build();
     cmd
 }
@@ -101,8 +101,8 @@ fn parent_page(root: &Command, cmd: &Command) -> Option<String> {
 }
 
 /// Every man page, the top-level `git-orch.1` first.
-pub fn man_pages() -> Vec<ManPage> {
-    let root = command();
+pub fn man_pages(tree: Command) -> Vec<ManPage> {
+    let root = command(tree);
     let version = root.get_version().unwrap_or_default().to_owned();
     documented(&root)
         .into_iter()
@@ -263,8 +263,8 @@ fn anchor(heading: &str) -> String {
 
 /// docs/cli.md: every command and subcommand with its description, usage,
 /// arguments and options.
-pub fn cli_reference() -> String {
-    let root = command();
+pub fn cli_reference(tree: Command) -> String {
+    let root = command(tree);
     let commands = documented(&root);
     let mut md = String::new();
     md.push_str("# Command reference\n\n");
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn every_visible_command_has_a_page_named_after_its_path() {
-        let pages = man_pages();
+        let pages = man_pages(<crate::cli::Cli as clap::CommandFactory>::command());
         let names: Vec<&str> = pages.iter().map(|p| p.file_name.as_str()).collect();
         assert_eq!(names[0], "git-orch.1");
         for want in [

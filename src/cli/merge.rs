@@ -3,7 +3,10 @@
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::{output, progress};
 use crate::merge::{Queue, Strategy};
 use crate::run::view::Status;
 use crate::run::{
@@ -100,7 +103,7 @@ fn land_all(
     }
 }
 
-pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &MergeArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let state = crate::state::SharedIndex::open(&store)?;
     let r = state.read(&store, |index| {
@@ -132,7 +135,7 @@ pub fn run(cli: &Cli, args: &MergeArgs) -> CommandResult {
         }
         return Ok(exit::OK);
     }
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     let cancel = CancellationToken::new();
     let renderer = progress::Renderer::new(format!("merge run {} onto {}", r.id, r.target));
     for (e, _) in queue.waiting(&r) {

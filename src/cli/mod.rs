@@ -12,8 +12,10 @@ pub mod completions;
 pub mod debug;
 pub mod demo;
 pub mod error;
+pub mod exit;
 pub mod fsck;
 pub mod gate;
+pub mod globals;
 pub mod hook;
 pub mod hooks;
 pub mod init;
@@ -37,35 +39,10 @@ pub mod warm_mount;
 pub mod web;
 pub mod worker;
 
-use std::path::PathBuf;
-
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub use error::CommandError;
-
-use crate::store::Store;
-
-/// Exit codes shared by every command.
-pub mod exit {
-    pub const OK: u8 = 0;
-    pub const ERROR: u8 = 1;
-    pub const USAGE: u8 = 2;
-    pub const BLOCKED: u8 = 3;
-    pub const BUDGET: u8 = 64;
-    pub const BREAKER: u8 = 65;
-    /// git-orch cannot do its own work here (the disk is full, or the
-    /// same internal failure repeats): sysexits' `EX_IOERR`.
-    pub const BROKEN: u8 = 74;
-    /// An agent or the sandbox cannot work as configured (an unknown
-    /// agent, its program missing or hidden, no key or a refused one, a
-    /// bad bind): sysexits' `EX_CONFIG`. No retry can fix it.
-    pub const CONFIG: u8 = 78;
-    pub const INTERRUPTED: u8 = 130;
-}
-
-/// Result of a command: an exit code on success (0, or 3 for "ran, found
-/// blocking findings"), a [`CommandError`] otherwise.
-pub type CommandResult = Result<u8, CommandError>;
+pub use globals::{CommandResult, GlobalArgs, open_store, scheduler, start_dir};
 
 /// Run coding agents in parallel, the git way.
 ///
@@ -80,13 +57,8 @@ pub type CommandResult = Result<u8, CommandError>;
     max_term_width = 100
 )]
 pub struct Cli {
-    /// Run as if started in this directory.
-    #[arg(short = 'C', global = true, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
-    pub directory: Option<PathBuf>,
-    /// Do not pipe long output (`log`, `plan show`, `plan diff`) into a
-    /// pager, even on a terminal.
-    #[arg(long, global = true)]
-    pub no_pager: bool,
+    #[command(flatten)]
+    pub global: GlobalArgs,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -130,37 +102,10 @@ pub enum Command {
     WarmMount(warm_mount::WarmMountArgs),
 }
 
-/// The directory a command works in, absolute (gix's discovery panics on a
-/// relative start such as `-C ../repo.git`).
-pub fn start_dir(cli_dir: &Option<PathBuf>) -> PathBuf {
-    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    match cli_dir {
-        Some(d) if d.is_relative() => cwd.join(d),
-        Some(d) => d.clone(),
-        None => cwd,
-    }
-}
-
-/// The scheduler commands that run agents, gates or landings use: one
-/// thread drives; a few do the blocking git work. More blocking threads
-/// would not make a 2-core machine faster, only fatter.
-pub fn scheduler() -> Result<tokio::runtime::Runtime, CommandError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .max_blocking_threads(4)
-        .build()
-        .map_err(|e| CommandError::error(format!("cannot start the scheduler: {e}")))
-}
-
-/// Opens the repository for a command.
-pub fn open_store(cli_dir: &Option<PathBuf>) -> Result<Store, CommandError> {
-    Ok(Store::discover(&start_dir(cli_dir))?)
-}
-
 impl Cli {
     /// Whether this command's output goes through the pager on a terminal.
     fn pages(&self) -> bool {
-        if self.no_pager {
+        if self.global.no_pager {
             return false;
         }
         match &self.command {
@@ -177,7 +122,7 @@ impl Cli {
 /// Parses arguments, runs the command and returns the process exit code.
 pub fn main() -> u8 {
     // A shell asking for completions gets them and nothing runs.
-    completions::complete_if_asked();
+    completions::complete_if_asked(Cli::command);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -187,7 +132,8 @@ pub fn main() -> u8 {
                 exit::OK
             };
             let _ = e.print();
-            if let Some(hint) = suggest::for_usage_error(&e, &std::env::args().collect::<Vec<_>>())
+            if let Some(hint) =
+                suggest::for_usage_error(&e, &std::env::args().collect::<Vec<_>>(), Cli::command())
             {
                 eprintln!("hint: {hint}");
             }
@@ -207,7 +153,7 @@ pub fn main() -> u8 {
         crate::process::use_supervisor(exe);
     }
     let pager = if cli.pages() {
-        pager::start(&start_dir(&cli.directory))
+        pager::start(&start_dir(&cli.global.directory))
     } else {
         None
     };
@@ -243,33 +189,34 @@ pub fn main() -> u8 {
 }
 
 fn dispatch(cli: &Cli) -> CommandResult {
+    let g = &cli.global;
     match &cli.command {
-        Command::Init(args) => init::run(cli, args),
-        Command::Plan(args) => plan::run(cli, args),
-        Command::Approve(args) => approve::run(cli, args),
-        Command::Run(args) => run::run(cli, args),
-        Command::Status(args) => status::run(cli, args),
-        Command::Gate(args) => gate::run(cli, args),
-        Command::Merge(args) => merge::run(cli, args),
-        Command::Land(args) => land::run(cli, args),
-        Command::Verify(args) => verify::run(cli, args),
-        Command::Retry(args) => task::run(cli, args, crate::event::Control::Retry),
-        Command::Skip(args) => task::run(cli, args, crate::event::Control::Skip),
-        Command::Cancel(args) => task::run(cli, args, crate::event::Control::Cancel),
-        Command::Cleanup(args) => cleanup::run(cli, args),
-        Command::Fsck(args) => fsck::run(cli, args),
-        Command::Hook(args) => hook::run(cli, args),
-        Command::Hooks(args) => hooks::run(cli, args),
-        Command::Log(args) => log::run(cli, args),
-        Command::Web(args) => web::run(cli, args),
-        Command::Sync(args) => sync::run(cli, args),
-        Command::Worker(args) => worker::run(cli, args),
-        Command::Agents(args) => agents::run(cli, args),
-        Command::Completions(args) => completions::run(cli, args),
-        Command::InstallMan(args) => install_man::run(cli, args),
-        Command::Debug(args) => debug::run(cli, args),
-        Command::Demo(args) => demo::run(cli, args),
-        Command::DemoAgent(args) => demo::agent(cli, args),
+        Command::Init(args) => init::run(g, args),
+        Command::Plan(args) => plan::run(g, args),
+        Command::Approve(args) => approve::run(g, args),
+        Command::Run(args) => run::run(g, args),
+        Command::Status(args) => status::run(g, args),
+        Command::Gate(args) => gate::run(g, args),
+        Command::Merge(args) => merge::run(g, args),
+        Command::Land(args) => land::run(g, args),
+        Command::Verify(args) => verify::run(g, args),
+        Command::Retry(args) => task::run(g, args, crate::event::Control::Retry),
+        Command::Skip(args) => task::run(g, args, crate::event::Control::Skip),
+        Command::Cancel(args) => task::run(g, args, crate::event::Control::Cancel),
+        Command::Cleanup(args) => cleanup::run(g, args),
+        Command::Fsck(args) => fsck::run(g, args),
+        Command::Hook(args) => hook::run(g, args),
+        Command::Hooks(args) => hooks::run(g, args),
+        Command::Log(args) => log::run(g, args),
+        Command::Web(args) => web::run(g, args),
+        Command::Sync(args) => sync::run(g, args),
+        Command::Worker(args) => worker::run(g, args),
+        Command::Agents(args) => agents::run(g, args),
+        Command::Completions(args) => completions::run(g, args),
+        Command::InstallMan(args) => install_man::run(g, args, Cli::command()),
+        Command::Debug(args) => debug::run(g, args, Cli::command()),
+        Command::Demo(args) => demo::run(g, args),
+        Command::DemoAgent(args) => demo::agent(g, args),
         Command::Supervise(args) => supervise::run(args),
         Command::WarmMount(args) => warm_mount::run(args),
     }

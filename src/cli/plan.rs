@@ -5,7 +5,10 @@ use tokio_util::sync::CancellationToken;
 
 use clap::{Args, Subcommand};
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::approval::{self, Review};
 use crate::ids::PlanId;
 use crate::lead;
@@ -161,7 +164,7 @@ pub struct DiffArgs {
 #[derive(Debug, Args)]
 pub struct SchemaArgs {}
 
-pub fn run(cli: &Cli, args: &PlanArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &PlanArgs) -> CommandResult {
     match &args.command {
         PlanCommand::Schema(_) => {
             output::Out::new().line(schema::SCHEMA.trim_end());
@@ -310,7 +313,7 @@ fn base_label(review: &Review) -> String {
     }
 }
 
-fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
+fn check(cli: &GlobalArgs, args: &CheckArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let (plan, origin) = match load(&store, &args.plan) {
         Ok(p) => p,
@@ -359,7 +362,7 @@ fn check(cli: &Cli, args: &CheckArgs) -> CommandResult {
     })
 }
 
-fn add(cli: &Cli, args: &AddArgs) -> CommandResult {
+fn add(cli: &GlobalArgs, args: &AddArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let bytes = read_plan_file(&args.file)?;
     let mut plan = parse_plan(&bytes, &args.file)?;
@@ -422,7 +425,7 @@ fn revision_of(store: &Store, id: &PlanId, rev: Option<u32>) -> Result<PlanRevis
     })
 }
 
-fn show(cli: &Cli, args: &ShowArgs) -> CommandResult {
+fn show(cli: &GlobalArgs, args: &ShowArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.id)?;
     let rev = revision_of(&store, &id, args.rev)?;
@@ -483,7 +486,7 @@ fn plan_lines(p: &Plan) -> Vec<String> {
     lines
 }
 
-fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
+fn list(cli: &GlobalArgs, args: &ListArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut rows = Vec::new();
     for id in revisions::ids(&store)? {
@@ -531,7 +534,7 @@ fn list(cli: &Cli, args: &ListArgs) -> CommandResult {
     Ok(exit::OK)
 }
 
-fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
+fn diff(cli: &GlobalArgs, args: &DiffArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let id = plan_id(&args.id)?;
     let all = revisions::all(&store, &id)?;
@@ -572,7 +575,7 @@ fn diff(cli: &Cli, args: &DiffArgs) -> CommandResult {
     Ok(exit::OK)
 }
 
-fn new(cli: &Cli, args: &NewArgs) -> CommandResult {
+fn new(cli: &GlobalArgs, args: &NewArgs) -> CommandResult {
     if args.skeleton {
         let instruction = args
             .instruction
@@ -651,7 +654,7 @@ fn new(cli: &Cli, args: &NewArgs) -> CommandResult {
 
 /// `plan new --agent`: runs the lead agent's session and shows its plan.
 fn new_with_agent(
-    cli: &Cli,
+    cli: &GlobalArgs,
     store: &Store,
     args: &NewArgs,
     agent: &str,
@@ -666,7 +669,7 @@ fn new_with_agent(
     // Checked before the agent runs, so a bad --out costs nothing.
     let out_path = match &args.out {
         Some(p) => {
-            let abs = super::start_dir(&cli.directory).join(p);
+            let abs = super::globals::start_dir(&cli.directory).join(p);
             let in_work_tree = lead::check_out(store, &abs)?;
             if in_work_tree {
                 output::status(&format!(
@@ -687,7 +690,7 @@ fn new_with_agent(
         timeout: args.timeout,
         budget: args.budget,
     };
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     let cancel = CancellationToken::new();
     let tx = cancel.clone();
     let session = runtime.block_on(async {
@@ -702,7 +705,7 @@ fn new_with_agent(
             std::future::pending::<()>().await
         };
         tokio::select! {
-            s = lead::run(store, &opts, &cancel, &show_progress) => {
+            s = lead::run_session(store, &opts, &cancel, &show_progress) => {
                 s.map_err(CommandError::from)
             }
             _ = interrupt => unreachable!("the interrupt future never completes"),

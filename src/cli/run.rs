@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::{output, progress};
 use crate::clock::now_ms;
 use crate::ids::{PlanId, TaskId};
 use crate::run::progress::Progress;
@@ -137,14 +140,68 @@ pub fn changes_state(p: &Progress) -> bool {
     )
 }
 
-pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &RunArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let plan = PlanId::new(&args.plan)?;
-    if crate::plan::revisions::latest(&store, &plan)?.is_none() {
+    check_arguments(&store, &plan, args)?;
+    let sharing = run::sharing_remote(&store)?;
+    if args.push && sharing.is_none() {
+        return Err(RunError::NoSharedRemote.into());
+    }
+    let opts = run_options(args)?;
+    if !args.dry_run {
+        finish_interrupted_landing(&store);
+    }
+    let mut ctx = match prepare(&store, &plan, &opts)? {
+        Prepared::DryRun(d) => {
+            print_dry_run(&d);
+            return Ok(exit::OK);
+        }
+        Prepared::Started(ctx) => {
+            say_started(&ctx);
+            ctx
+        }
+        // Whether this process drives it or follows the one that does is
+        // settled by the driver lock, and said then.
+        Prepared::Resumed(ctx) => {
+            say_warnings(&ctx.warnings);
+            ctx
+        }
+        Prepared::NothingToDo(last) => {
+            say_nothing_to_do(&store, &last)?;
+            return Ok(exit::OK);
+        }
+    };
+    if args.start_only {
+        say_recorded(&ctx.run, sharing.as_deref());
+        return Ok(exit::OK);
+    }
+    say_run_notices(&ctx);
+    crate::process::limit_malloc_arenas(2);
+    let runtime = super::globals::scheduler()?;
+    let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {}", ctx.run)));
+    let outcome = drive_with_progress(cli, &store, &runtime, &mut ctx, &renderer)?;
+    if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
+        print_unfinished(&store, &ctx);
+    }
+    if let Some(remote) = &sharing {
+        publish(&store, remote, &ctx.target, args.push)?;
+    }
+    outcome_result(&store, &ctx, outcome)
+}
+
+/// Refuses a plan that does not exist (with the nearest names) and a
+/// budget that is not a non-negative number, before anything is read.
+fn check_arguments(
+    store: &crate::store::Store,
+    plan: &PlanId,
+    args: &RunArgs,
+) -> Result<(), CommandError> {
+    if crate::plan::revisions::latest(store, plan)?.is_none() {
         return Err(super::suggest::with_plan_hint(
             crate::plan::revisions::RevisionError::NoSuchPlan(plan.to_string()).into(),
             plan.as_str(),
-            &store,
+            store,
         ));
     }
     if args.budget.is_some_and(|b| !(b.is_finite() && b >= 0.0)) {
@@ -153,11 +210,13 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
             "--budget must be a non-negative number",
         ));
     }
-    let sharing = run::sharing_remote(&store)?;
-    if args.push && sharing.is_none() {
-        return Err(RunError::NoSharedRemote.into());
-    }
-    let opts = RunOptions {
+    Ok(())
+}
+
+/// The run's options from the command line: a `--redo` task id that is
+/// not one is a usage error.
+fn run_options(args: &RunArgs) -> Result<RunOptions, CommandError> {
+    Ok(RunOptions {
         cap: args.cap,
         agent: args.agent.clone(),
         target: args.target.clone(),
@@ -176,144 +235,148 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         new: args.new,
         redo_all: args.redo_all,
         best_of: args.best_of,
-    };
-    if !args.dry_run {
-        // A landing killed between moving the target and moving its
-        // checkout left the checkout at the old tree: finish that first,
-        // or the new run would refuse the landing's own files as the
-        // person's uncommitted changes. What cannot be finished stays for
-        // the refusal (and `git orch fsck`) to name.
-        let _ = crate::merge::checkout::recover(&store);
-    }
-    let prepared = run::prepare(&store, &plan, &opts).map_err(|e| match e {
+    })
+}
+
+/// A landing killed between moving the target and moving its checkout
+/// left the checkout at the old tree: finish that first, or the new run
+/// would refuse the landing's own files as the person's uncommitted
+/// changes. What cannot be finished stays for the refusal (and `git orch
+/// fsck`) to name.
+fn finish_interrupted_landing(store: &crate::store::Store) {
+    let _ = crate::merge::checkout::recover(store);
+}
+
+/// Prepares the run; a `--redo` task the plan does not have gets the
+/// nearest names as a hint.
+fn prepare(
+    store: &crate::store::Store,
+    plan: &PlanId,
+    opts: &RunOptions,
+) -> Result<Prepared, CommandError> {
+    run::prepare(store, plan, opts).map_err(|e| match e {
         RunError::UnknownTask { ref plan, ref task } => {
             let (given, plans) = (task.to_string(), [plan.clone()]);
-            super::suggest::with_task_hint(e.into(), &given, &store, &plans)
+            super::suggest::with_task_hint(e.into(), &given, store, &plans)
         }
         e => e.into(),
-    })?;
-    let mut ctx = match prepared {
-        Prepared::DryRun(d) => {
-            let mut out = output::Out::new();
-            out.line(&format!(
-                "{} plan {} revision {} onto {} from {}",
-                match (&d.run, &d.closes) {
-                    (Some(r), _) => format!("would resume run {r} of"),
-                    (None, Some(old)) => format!("would close run {old} and start a new run of"),
-                    (None, None) => "would start a run of".into(),
-                },
-                d.plan_id,
-                d.revision,
-                d.target,
-                &d.base.to_string()[..12]
-            ));
-            out.line(&format!(
-                "cap {}, agent {}, timeout {}s, retries {}, worktrees under {}",
-                d.settings.cap,
-                d.settings.agent,
-                d.settings.timeout_secs,
-                d.settings.retries,
-                d.worktree_root.display()
-            ));
-            for (task, status, ready) in d.tasks {
-                let again = TaskId::new(&task)
-                    .ok()
-                    .and_then(|t| d.redone.get(&t))
-                    .map(|why| format!(" (landed before; runs again: {why})"))
-                    .unwrap_or_default();
-                out.line(&format!(
-                    "  {task:<24} {status:<10}{}{again}",
-                    if ready { " ready now" } else { "" }
-                ));
-            }
-            return Ok(exit::OK);
-        }
-        Prepared::Started(ctx) => {
-            for w in &ctx.warnings {
-                output::status(&format!("warning: {w}"));
-            }
-            output::status(&format!(
-                "Started run {} of plan {} revision {} onto {} (cap {}, agent {}).",
-                ctx.run,
-                ctx.plan().id,
-                ctx.revision.revision,
-                ctx.target,
-                ctx.run_settings.cap,
-                ctx.run_settings.agent
-            ));
-            ctx
-        }
-        // Whether this process drives it or follows the one that does is
-        // settled by the driver lock, and said then.
-        Prepared::Resumed(ctx) => {
-            for w in &ctx.warnings {
-                output::status(&format!("warning: {w}"));
-            }
-            ctx
-        }
-        Prepared::NothingToDo(last) => {
-            let s = run::summarize(&last, &ctx_plan(&store, &last)?);
-            output::status(&format!(
-                "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, cost {}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--redo-all` runs them all",
-                last.id,
-                last.plan_id,
-                s.tasks,
-                s.attempts,
-                super::status::run_usage_text(&last),
-                last.id,
-                last.plan_id
-            ));
-            return Ok(exit::OK);
-        }
-    };
-    let run_id = ctx.run.clone();
-    if args.start_only {
-        output::status(&match &sharing {
-            // Started through the remote: the start is published already.
-            Some(remote) => format!(
-                "Run {run_id} is recorded and published to {remote}; nothing runs here.\nNext: `git orch worker --remote {remote}` on each machine that should work on it."
-            ),
-            None => format!(
-                "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
-            ),
-        });
-        return Ok(exit::OK);
+    })
+}
+
+/// `--dry-run`: what would run, with which settings, and each task's
+/// state.
+fn print_dry_run(d: &run::DryRun) {
+    let mut out = output::Out::new();
+    out.line(&format!(
+        "{} plan {} revision {} onto {} from {}",
+        match (&d.run, &d.closes) {
+            (Some(r), _) => format!("would resume run {r} of"),
+            (None, Some(old)) => format!("would close run {old} and start a new run of"),
+            (None, None) => "would start a run of".into(),
+        },
+        d.plan_id,
+        d.revision,
+        d.target,
+        &d.base.to_string()[..12]
+    ));
+    out.line(&format!(
+        "cap {}, agent {}, timeout {}s, retries {}, worktrees under {}",
+        d.settings.cap,
+        d.settings.agent,
+        d.settings.timeout_secs,
+        d.settings.retries,
+        d.worktree_root.display()
+    ));
+    for (task, status, ready) in &d.tasks {
+        let again = TaskId::new(task)
+            .ok()
+            .and_then(|t| d.redone.get(&t))
+            .map(|why| format!(" (landed before; runs again: {why})"))
+            .unwrap_or_default();
+        out.line(&format!(
+            "  {task:<24} {status:<10}{}{again}",
+            if *ready { " ready now" } else { "" }
+        ));
     }
-    // Once per run: how agents are confined, and which cannot work here
-    // (their tasks fall back past them; with no fallback the run did not
-    // start).
+}
+
+fn say_warnings(warnings: &[String]) {
+    for w in warnings {
+        output::status(&format!("warning: {w}"));
+    }
+}
+
+/// A new run: its warnings, then which run of what it is.
+fn say_started(ctx: &run::RunContext) {
+    say_warnings(&ctx.warnings);
+    output::status(&format!(
+        "Started run {} of plan {} revision {} onto {} (cap {}, agent {}).",
+        ctx.run,
+        ctx.plan().id,
+        ctx.revision.revision,
+        ctx.target,
+        ctx.run_settings.cap,
+        ctx.run_settings.agent
+    ));
+}
+
+/// The plan's last run landed everything: its summary, and how to run
+/// tasks again.
+fn say_nothing_to_do(
+    store: &crate::store::Store,
+    last: &crate::state::RunState,
+) -> Result<(), CommandError> {
+    let s = run::summarize(last, &ctx_plan(store, last)?);
+    output::status(&format!(
+        "Nothing to do: run {} of plan {} landed all {} tasks ({} attempts, cost {}).\nhint: `git orch status {}` shows it; `git orch run {} --redo <task>` runs a task again, `--redo-all` runs them all",
+        last.id,
+        last.plan_id,
+        s.tasks,
+        s.attempts,
+        super::status::run_usage_text(last),
+        last.id,
+        last.plan_id
+    ));
+    Ok(())
+}
+
+/// `--start-only`: the run is recorded, and where workers pick it up.
+fn say_recorded(run_id: &crate::ids::RunId, sharing: Option<&str>) {
+    output::status(&match sharing {
+        // Started through the remote: the start is published already.
+        Some(remote) => format!(
+            "Run {run_id} is recorded and published to {remote}; nothing runs here.\nNext: `git orch worker --remote {remote}` on each machine that should work on it."
+        ),
+        None => format!(
+            "Run {run_id} is recorded; nothing runs here.\nNext: `git orch sync` to publish it, then `git orch worker --remote <remote>` on each machine."
+        ),
+    });
+}
+
+/// Once per run: how agents are confined, and which cannot work here
+/// (their tasks fall back past them; with no fallback the run did not
+/// start), what every checkout gets ([worktree]), and the agents'
+/// warnings.
+fn say_run_notices(ctx: &run::RunContext) {
     for line in crate::preflight::notices(&ctx.settings) {
         output::status(&line);
     }
-    // And what every checkout gets ([worktree], said once).
     for line in crate::sandbox::warm_notices(&ctx.settings.sandbox, &ctx.common_dir) {
         output::status(&line);
     }
-    for w in &ctx.agent_warnings {
-        output::status(&format!("warning: {w}"));
-    }
-    crate::process::limit_malloc_arenas(2);
-    let runtime = super::scheduler()?;
-    let renderer = std::sync::Arc::new(progress::Renderer::new(format!("run {run_id}")));
-    let lander = {
-        let store = open_store(&cli.directory)?;
-        let state = ctx
-            .state
-            .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))?
-            .expect("the run was just prepared");
-        seed_rows(&renderer, &state, ctx.plan());
-        let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)?;
-        let queue = std::sync::Arc::new(queue);
-        let lander: run::progress::Lander = std::sync::Arc::new(move |cancel| {
-            let q = queue.clone();
-            Box::pin(async move {
-                q.land_next(&cancel)
-                    .await
-                    .map_err(|e| -> run::progress::LandError { Box::new(e) })
-            })
-        });
-        lander
-    };
+    say_warnings(&ctx.agent_warnings);
+}
+
+/// Drives the run here with the progress shown, or follows the process
+/// that drives it; the last frame shows every task as the log has it.
+fn drive_with_progress(
+    cli: &GlobalArgs,
+    store: &crate::store::Store,
+    runtime: &tokio::runtime::Runtime,
+    ctx: &mut run::RunContext,
+    renderer: &std::sync::Arc<progress::Renderer>,
+) -> Result<DriveOutcome, CommandError> {
+    let lander = lander(cli, ctx, renderer)?;
     ctx.on_step = Some(run::StepObserver(std::sync::Arc::new({
         let renderer = renderer.clone();
         move |p| renderer.handle(p)
@@ -329,20 +392,60 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
         renderer.handle(p);
         if reseed_now {
             let store = model_store.lock().unwrap_or_else(|e| e.into_inner());
-            reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
+            reseed(renderer, &store, &ctx.state, &ctx.run, ctx.plan());
         }
     };
-    // Drive the run; if another process drives it, follow that one to the
-    // end (and take over should it die first).
-    let outcome = loop {
-        match runtime.block_on(run::drive(ctx.clone(), &on_event, lander.clone())) {
+    let outcome = drive_or_follow(runtime, store, ctx, &on_event, lander, renderer);
+    reseed(renderer, store, &ctx.state, &ctx.run, ctx.plan());
+    renderer.finish();
+    Ok(outcome?)
+}
+
+/// The landing queue the driver calls, on a store of its own, with the
+/// rows seeded from the run as prepared.
+fn lander(
+    cli: &GlobalArgs,
+    ctx: &run::RunContext,
+    renderer: &progress::Renderer,
+) -> Result<run::progress::Lander, CommandError> {
+    let store = open_store(&cli.directory)?;
+    let state = ctx
+        .state
+        .read(&store, |index| index.run(&ctx.run).map(|r| r.cloned()))?
+        .expect("the run was just prepared");
+    seed_rows(renderer, &state, ctx.plan());
+    let queue = crate::merge::Queue::for_run(&store, ctx.state.clone(), &state, None, None)?;
+    let queue = std::sync::Arc::new(queue);
+    Ok(std::sync::Arc::new(move |cancel| {
+        let q = queue.clone();
+        Box::pin(async move {
+            q.land_next(&cancel)
+                .await
+                .map_err(|e| -> run::progress::LandError { Box::new(e) })
+        })
+    }))
+}
+
+/// Drives the run; if another process drives it, follows that one to the
+/// end (and takes over should it die first).
+fn drive_or_follow(
+    runtime: &tokio::runtime::Runtime,
+    store: &crate::store::Store,
+    ctx: &run::RunContext,
+    on_event: &(dyn Fn(Progress) + Sync),
+    lander: run::progress::Lander,
+    renderer: &progress::Renderer,
+) -> Result<DriveOutcome, RunError> {
+    let run_id = &ctx.run;
+    loop {
+        match runtime.block_on(run::drive(ctx.clone(), on_event, lander.clone())) {
             Err(RunError::Busy { holder, .. }) => {
                 renderer.note(&format!(
                     "run {run_id} is being driven by another process ({holder}); following it"
                 ));
                 // Rows change only when a task's state does.
                 let seen = std::sync::Mutex::new(String::new());
-                let followed = run::follow::follow(&store, &ctx.state, &run_id, &|r| {
+                let followed = run::follow::follow(store, &ctx.state, run_id, &|r| {
                     let now = format!(
                         "{:?}",
                         r.attempts()
@@ -351,58 +454,63 @@ pub fn run(cli: &Cli, args: &RunArgs) -> CommandResult {
                     );
                     let mut last = seen.lock().unwrap_or_else(|e| e.into_inner());
                     if *last != now {
-                        seed_rows(&renderer, r, ctx.plan());
+                        seed_rows(renderer, r, ctx.plan());
                         *last = now;
                     }
                 });
                 match followed {
-                    Ok(run::follow::Followed::Ended(o)) => break Ok(o),
+                    Ok(run::follow::Followed::Ended(o)) => return Ok(o),
                     Ok(run::follow::Followed::DriverGone) => {
                         renderer.note(&format!(
                             "the driver of run {run_id} went away; taking the run over"
                         ));
                         continue;
                     }
-                    Err(e) => break Err(e),
+                    Err(e) => return Err(e),
                 }
             }
-            other => break other,
+            other => return other,
         }
+    }
+}
+
+/// No last frame in plain output: what is not done, and why, once more
+/// at the end.
+fn print_unfinished(store: &crate::store::Store, ctx: &run::RunContext) {
+    let Ok(Some(r)) = ctx.state.read(store, |index| {
+        Ok::<_, crate::store::StoreError>(index.run(&ctx.run)?.cloned())
+    }) else {
+        return;
     };
-    // The last frame shows every task as the log has it, reasons kept.
-    reseed(&renderer, &store, &ctx.state, &run_id, ctx.plan());
-    renderer.finish();
-    let outcome = outcome?;
-    if renderer.mode() == progress::Mode::Plain && !matches!(outcome, DriveOutcome::Finished(_)) {
-        // No last frame in plain output: what is not done, and why, once
-        // more at the end.
-        if let Ok(Some(r)) = ctx.state.read(&store, |index| {
-            Ok::<_, crate::store::StoreError>(index.run(&run_id)?.cloned())
-        }) {
-            for row in run::view::task_rows(&r, ctx.plan(), now_ms()) {
-                if matches!(
-                    row.status,
-                    run::view::Status::Done | run::view::Status::Skipped
-                ) {
-                    continue;
-                }
-                let attempt = row.attempt.map(|n| format!(" #{n}")).unwrap_or_default();
-                output::status(&match row.detail() {
-                    Some(d) => format!("  {:<24} {}{attempt}: {d}", row.task.as_str(), row.status),
-                    None => format!("  {:<24} {}{attempt}", row.task.as_str(), row.status),
-                });
-            }
+    for row in run::view::task_rows(&r, ctx.plan(), now_ms()) {
+        if matches!(
+            row.status,
+            run::view::Status::Done | run::view::Status::Skipped
+        ) {
+            continue;
         }
+        let attempt = row.attempt.map(|n| format!(" #{n}")).unwrap_or_default();
+        output::status(&match row.detail() {
+            Some(d) => format!("  {:<24} {}{attempt}: {d}", row.task.as_str(), row.status),
+            None => format!("  {:<24} {}{attempt}", row.task.as_str(), row.status),
+        });
     }
-    if let Some(remote) = &sharing {
-        publish(&store, remote, &ctx.target, args.push)?;
-    }
+}
+
+/// How the run ended, as the command's result: its summary when every
+/// task is done, else the exit code of why it stopped and what to do.
+fn outcome_result(
+    store: &crate::store::Store,
+    ctx: &run::RunContext,
+    outcome: DriveOutcome,
+) -> CommandResult {
+    let run_id = &ctx.run;
     match outcome {
         DriveOutcome::Finished(s) => {
             // Unknown cost is not $0.00: say which it is.
             let spent = ctx
                 .state
-                .read(&store, |index| index.run(&run_id).map(|r| r.cloned()))
+                .read(store, |index| index.run(run_id).map(|r| r.cloned()))
                 .ok()
                 .flatten()
                 .map(|r| super::status::run_usage_text(&r))

@@ -5,7 +5,10 @@ use std::io::IsTerminal;
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::clock::now_ms;
 use crate::run;
 use crate::run::view::{self, RunStanding, TaskRow};
@@ -447,7 +450,7 @@ impl Drop for Keys {
     }
 }
 
-pub fn run(cli: &Cli, args: &StatusArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &StatusArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let mut index = crate::state::StateIndex::open(&store)?;
     let pick = |index: &mut crate::state::StateIndex| {

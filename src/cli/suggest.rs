@@ -1,7 +1,7 @@
 //! "Did you mean": the nearest known plan, run or task id to a mistyped
 //! one, as a hint line on the error that named it.
 
-use super::CommandError;
+use super::error::CommandError;
 use crate::state::StateIndex;
 use crate::store::Store;
 
@@ -41,8 +41,11 @@ const SYNONYMS: &[(&str, &str)] = &[
 /// A `did you mean` for a mistyped command or option that clap found no
 /// suggestion for itself (`git orch rn`, `git orch show`, `run --cpa`):
 /// the nearest command, or the nearest long option of the command given.
-pub fn for_usage_error(error: &clap::Error, argv: &[String]) -> Option<String> {
-    use clap::CommandFactory;
+pub fn for_usage_error(
+    error: &clap::Error,
+    argv: &[String],
+    command: clap::Command,
+) -> Option<String> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     let suggested = |kind| {
         matches!(
@@ -57,7 +60,6 @@ pub fn for_usage_error(error: &clap::Error, argv: &[String]) -> Option<String> {
         Some(ContextValue::String(s)) => s.clone(),
         _ => return None,
     };
-    let command = super::Cli::command();
     match error.kind() {
         ErrorKind::InvalidSubcommand if !suggested(ContextKind::SuggestedSubcommand) => {
             if let Some((_, to)) = SYNONYMS.iter().find(|(word, _)| *word == given) {

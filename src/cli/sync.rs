@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 
 /// Fetch other clones' state, integrate it, push this clone's.
 ///
@@ -21,7 +24,7 @@ pub struct SyncArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &SyncArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &SyncArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let remote = match &args.remote {
         Some(r) => r.clone(),

@@ -3,7 +3,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::event::Control;
 use crate::ids::TaskId;
 use crate::run;
@@ -24,7 +27,7 @@ pub struct TaskArgs {
     pub run: Option<String>,
 }
 
-pub fn run(cli: &Cli, args: &TaskArgs, action: Control) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &TaskArgs, action: Control) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let task = TaskId::new(&args.task)?;
     let mut index = crate::state::StateIndex::open(&store)?;

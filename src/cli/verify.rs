@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 use crate::merge::verify;
 
 /// Exit 0 only if every given commit was landed by git-orch from a run
@@ -23,7 +26,7 @@ pub struct VerifyArgs {
     pub json: bool,
 }
 
-pub fn run(cli: &Cli, args: &VerifyArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &VerifyArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     if args.commit.starts_with('-') {
         return Err(CommandError::with_code(

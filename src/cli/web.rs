@@ -3,7 +3,10 @@
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::output;
 
 /// Serve a read-only view of plans, runs, attempts, diffs and verdicts to
 /// a browser on this machine.
@@ -23,7 +26,7 @@ pub struct WebArgs {
     pub open: bool,
 }
 
-pub fn run(cli: &Cli, args: &WebArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &WebArgs) -> CommandResult {
     let store = open_store(&cli.directory)?;
     let server = crate::web::Server::bind(&store, args.port).map_err(|e| match e {
         crate::web::WebError::Bind { port, .. } if port != 0 => CommandError::error(e.to_string())
@@ -50,7 +53,7 @@ pub fn run(cli: &Cli, args: &WebArgs) -> CommandResult {
     // A long-lived process with a few blocking threads: keep its memory
     // to what it uses.
     crate::process::limit_malloc_arenas(2);
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     runtime
         .block_on(server.serve(async {
             let mut term =

@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Cli, CommandError, CommandResult, exit, open_store, output, progress};
+use super::error::CommandError;
+use super::exit;
+use super::globals::{CommandResult, GlobalArgs, open_store};
+use super::{output, progress};
 use crate::clock::now_ms;
 use crate::worker::{Report, Worker, WorkerOptions, WorkerOutcome};
 
@@ -148,7 +151,7 @@ fn render(renderer: &progress::Renderer, model: &Model, r: Report) {
     }
 }
 
-pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
+pub fn run(cli: &GlobalArgs, args: &WorkerArgs) -> CommandResult {
     if !(args.poll.is_finite() && args.poll > 0.0) {
         return Err(CommandError::with_code(
             exit::USAGE,
@@ -227,7 +230,7 @@ pub fn run(cli: &Cli, args: &WorkerArgs) -> CommandResult {
     }
     let mut worker = Worker::new(store, opts)?;
     crate::process::limit_malloc_arenas(2);
-    let runtime = super::scheduler()?;
+    let runtime = super::globals::scheduler()?;
     output::status(&format!(
         "Worker on {remote} (cap {cap}, lease {}s).",
         args.lease

@@ -112,20 +112,17 @@ pub async fn run_confined(
         tail: String::new(),
         details: serde_json::Value::Null,
     };
-    // Held until the gate ends: its private home goes with it.
-    let confined = crate::launch::command(
+    let started = crate::launch::command(
         confinement.sandbox,
         spec,
         confinement.common_dir,
         &crate::launch::files_named_in(place.env),
         // Warm build caches are warm only at the path they were built at.
         crate::sandbox::View::MainPath,
-    );
-    let spawned = confined
-        .as_ref()
-        .map_err(Clone::clone)
-        .and_then(|c| GroupChild::spawn(&c.group).map_err(|e| e.to_string()));
-    let mut child = match spawned {
+    )
+    .and_then(|confined| Ok((GroupChild::spawn(&confined.group)?, confined)));
+    // `_confined` is held until the gate ends: its private home goes with it.
+    let (mut child, _confined) = match started {
         Ok(c) => c,
         Err(e) => {
             return Verdict {

@@ -157,11 +157,7 @@ pub async fn run(def: &GateDef, input: &ReviewInput<'_>, cancel: &CancellationTo
         filter: super::masking::line_filter(),
         writable: vec![review_dir.clone()],
     });
-    let spawned = launch.and_then(|l| {
-        GroupChild::spawn(&l.group)
-            .map(|c| (c, l))
-            .map_err(|e| e.to_string())
-    });
+    let spawned = launch.and_then(|l| Ok((GroupChild::spawn(&l.group)?, l)));
     let (mut child, launch) = match spawned {
         Ok(c) => c,
         Err(e) => {

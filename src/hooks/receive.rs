@@ -443,10 +443,10 @@ fn scope_refusals(
             let Some(run) = index.run(&run_id)?.cloned() else {
                 continue;
             };
-            for l in run.landings.iter().filter(|l| l.new == hex) {
+            for l in run.landings.iter().filter(|l| l.new.to_string() == hex) {
                 voided |= l.voided;
                 found
-                    .get_or_insert_with(|| (l.old.clone(), Vec::new()))
+                    .get_or_insert_with(|| (l.old.to_string(), Vec::new()))
                     .1
                     .push((run_id.clone(), l.task.clone(), l.attempt));
             }

@@ -364,235 +364,414 @@ fn plan_name(instruction: &str, paths: &[String]) -> String {
     name
 }
 
-/// Runs a session to its end.
-pub async fn run(
+/// Runs a planning session to its end: the lead agent writes a plan, the
+/// plan is checked as `plan check` checks it, and what the check found
+/// goes back to the agent for the next round, until a plan passes, the
+/// rounds or the budget run out, or the agent cannot work.
+pub async fn run_session(
     store: &Store,
     opts: &Options,
     cancel: &CancellationToken,
     progress: &dyn Fn(Progress),
 ) -> Result<Session, LeadError> {
-    let (base, base_name) = match &opts.base {
-        Some(b) => (
-            store
-                .resolve_commit(b)?
-                .ok_or_else(|| LeadError::BadBase(b.clone()))?,
-            b.clone(),
-        ),
-        None => (
-            store.resolve_commit("HEAD")?.ok_or(LeadError::NoBase)?,
-            "HEAD".to_owned(),
-        ),
-    };
-    let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)?;
-    let sandbox = crate::sandbox::resolve(&settings.sandbox).map_err(LeadError::Sandbox)?;
-    let spec = AgentSpec::resolve(&opts.agent, &settings.agents)?;
-    if let Some(program) = agent::probe_program(&spec)
-        && !crate::process::on_path(&program)
-    {
-        return Err(LeadError::Missing {
-            agent: spec.name.clone(),
-            program,
-        });
-    }
-    let timeout = opts
-        .timeout
-        .or(spec.timeout_secs.map(Duration::from_secs))
-        .unwrap_or(settings.timeout);
-    let paths = store.tree_paths(base)?;
-    let rules = pinch::rules(&settings.pinch_paths, &settings.pinch_ignore);
-    let id: String = crate::ids::random_bytes::<6>()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let session_dir = store.orch_dir().join("lead").join(&id);
-    let draft = opts
-        .out
-        .clone()
-        .unwrap_or_else(|| draft_path(store, &opts.instruction));
-    let base_label = format!("{base_name} ({})", &base.to_string()[..12]);
-    // Outside the git folder: some agents refuse to edit anything under
-    // `.git/`, where the plan file would then be.
-    let checkout = Checkout {
-        store,
-        paths: CheckoutPaths {
-            dir: crate::config::worktree_root(store.common_dir(), &settings)
-                .join(LEAD_FOLDER)
-                .join(&id),
-            index: session_dir.join("checkout.index"),
-        },
-    };
-    store.make_checkout(&checkout.paths, base, LEAD_BRANCH)?;
-    let plan_name = plan_name(&opts.instruction, &paths);
-    let plan_file = checkout.paths.dir.join(&plan_name);
-    let plan_file_text = plan_file.to_string_lossy().into_owned();
-    let brief_text = brief::render(&brief::BriefInput {
-        instruction: &opts.instruction,
-        base: &base_label,
-        paths: &paths,
-        rules: &rules,
-        plan_file: Some(&plan_file_text),
-    });
-
-    let mut session = Session {
-        id: id.clone(),
-        end: End::Failed,
-        rounds: Vec::new(),
-        draft: None,
-        plan: None,
-        base,
-        base_name: base_name.clone(),
-        cost_usd: 0.0,
-    };
-    let mut last_bytes: Option<Vec<u8>> = None;
-    let mut problems: Vec<String> = Vec::new();
+    let setting = Setting::prepare(store, opts)?;
+    let mut session = setting.new_session();
+    let mut carried = Carried::default();
     for round in 1..=opts.rounds.max(1) {
-        if let Some(budget) = opts.budget
-            && round > 1
-            && session.cost_usd >= budget
+        if round > 1
+            && let Some(end) = budget_spent(opts, &session)
         {
-            session.end = End::Budget {
-                spent: session.cost_usd,
-                budget,
-            };
+            session.end = end;
             break;
         }
-        let round_dir = session_dir.join(format!("round-{round}"));
+        let (prompt, prompt_file, round_dir) = setting.write_prompt(round, &carried)?;
+        progress(Progress::RoundStarted {
+            round,
+            rounds: opts.rounds,
+            agent: setting.spec.name.clone(),
+            base: setting.base_label.clone(),
+        });
+        let ran = setting
+            .run_round_agent(round, &prompt, &prompt_file, &round_dir, cancel)
+            .await;
+        let stray = stray_changes(
+            store,
+            &setting.checkout.paths,
+            setting.base,
+            &setting.plan_name,
+        );
+        session.cost_usd += ran.usage.cost_usd.unwrap_or(0.0);
+        let judged = setting.judge(&ran, stray, &mut session, &mut carried)?;
+        let report = setting.record_round(round, &judged, &carried.problems, stray, &ran)?;
+        session.rounds.push(report.clone());
+        progress(Progress::RoundEnded {
+            round,
+            rounds: opts.rounds,
+            report,
+        });
+        if let Some(end) = round_end(&ran, judged.outcome) {
+            session.end = end;
+            break;
+        }
+    }
+    // Failed with rounds left: the budget is what stopped it.
+    if session.end == End::Failed
+        && session.rounds.len() < opts.rounds as usize
+        && let Some(end) = budget_spent(opts, &session)
+    {
+        session.end = end;
+    }
+    drop(setting);
+    Ok(session)
+}
+
+/// What a session works with, settled once before its first round: the
+/// base it plans against, the agent and its limits, the read-only
+/// checkout (removed when this is dropped), and the brief every round's
+/// prompt starts from.
+struct Setting<'a> {
+    store: &'a Store,
+    opts: &'a Options,
+    id: String,
+    base: Oid,
+    base_name: String,
+    /// The base as the agent and the progress lines name it.
+    base_label: String,
+    settings: crate::config::Settings,
+    sandbox: crate::sandbox::Sandbox,
+    spec: AgentSpec,
+    timeout: Duration,
+    session_dir: PathBuf,
+    /// Where each round's plan is saved for the person.
+    draft: PathBuf,
+    checkout: Checkout<'a>,
+    plan_name: String,
+    plan_file: PathBuf,
+    plan_file_text: String,
+    brief_text: String,
+}
+
+/// What one round hands the next: the plan the agent last wrote (written
+/// back into the fresh checkout) and the problems found in it.
+#[derive(Default)]
+struct Carried {
+    last_bytes: Option<Vec<u8>>,
+    problems: Vec<String>,
+}
+
+/// What the checks made of one round's plan file.
+struct Judged {
+    outcome: PlanRoundOutcome,
+    blocking: usize,
+    warnings: usize,
+    plan_id: Option<crate::ids::PlanId>,
+    hash: Option<String>,
+}
+
+/// Whether the budget is spent: the session ends before another round
+/// would spend more.
+fn budget_spent(opts: &Options, session: &Session) -> Option<End> {
+    let budget = opts.budget?;
+    (session.cost_usd >= budget).then_some(End::Budget {
+        spent: session.cost_usd,
+        budget,
+    })
+}
+
+/// How a round ends the session, if it does: interrupted, an agent that
+/// cannot work (no further round would go better), or a plan that passed.
+fn round_end(ran: &Ran, outcome: PlanRoundOutcome) -> Option<End> {
+    if ran.interrupted {
+        return Some(End::Interrupted);
+    }
+    if let Some((class, reason)) = &ran.unavailable {
+        return Some(End::Unavailable {
+            class: *class,
+            reason: reason.clone(),
+        });
+    }
+    (outcome == PlanRoundOutcome::Passed).then_some(End::Passed)
+}
+
+impl<'a> Setting<'a> {
+    /// Resolves the base, the project's settings there, the sandbox and
+    /// the agent (refusing one whose program is missing before anything
+    /// is made), then makes the checkout and renders the brief.
+    fn prepare(store: &'a Store, opts: &'a Options) -> Result<Setting<'a>, LeadError> {
+        let (base, base_name) = match &opts.base {
+            Some(b) => (
+                store
+                    .resolve_commit(b)?
+                    .ok_or_else(|| LeadError::BadBase(b.clone()))?,
+                b.clone(),
+            ),
+            None => (
+                store.resolve_commit("HEAD")?.ok_or(LeadError::NoBase)?,
+                "HEAD".to_owned(),
+            ),
+        };
+        let settings = crate::config::Settings::from_values(&store.project_config(Some(base))?)?;
+        let sandbox = crate::sandbox::resolve(&settings.sandbox).map_err(LeadError::Sandbox)?;
+        let spec = AgentSpec::resolve(&opts.agent, &settings.agents)?;
+        if let Some(program) = agent::probe_program(&spec)
+            && !crate::process::on_path(&program)
+        {
+            return Err(LeadError::Missing {
+                agent: spec.name.clone(),
+                program,
+            });
+        }
+        let timeout = opts
+            .timeout
+            .or(spec.timeout_secs.map(Duration::from_secs))
+            .unwrap_or(settings.timeout);
+        let paths = store.tree_paths(base)?;
+        let rules = pinch::rules(&settings.pinch_paths, &settings.pinch_ignore);
+        let id: String = crate::ids::random_bytes::<6>()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let session_dir = store.orch_dir().join("lead").join(&id);
+        let draft = opts
+            .out
+            .clone()
+            .unwrap_or_else(|| draft_path(store, &opts.instruction));
+        let base_label = format!("{base_name} ({})", &base.to_string()[..12]);
+        // Outside the git folder: some agents refuse to edit anything under
+        // `.git/`, where the plan file would then be.
+        let checkout = Checkout {
+            store,
+            paths: CheckoutPaths {
+                dir: crate::config::worktree_root(store.common_dir(), &settings)
+                    .join(LEAD_FOLDER)
+                    .join(&id),
+                index: session_dir.join("checkout.index"),
+            },
+        };
+        store.make_checkout(&checkout.paths, base, LEAD_BRANCH)?;
+        let plan_name = plan_name(&opts.instruction, &paths);
+        let plan_file = checkout.paths.dir.join(&plan_name);
+        let plan_file_text = plan_file.to_string_lossy().into_owned();
+        let brief_text = brief::render(&brief::BriefInput {
+            instruction: &opts.instruction,
+            base: &base_label,
+            paths: &paths,
+            rules: &rules,
+            plan_file: Some(&plan_file_text),
+        });
+        Ok(Setting {
+            store,
+            opts,
+            id,
+            base,
+            base_name,
+            base_label,
+            settings,
+            sandbox,
+            spec,
+            timeout,
+            session_dir,
+            draft,
+            checkout,
+            plan_name,
+            plan_file,
+            plan_file_text,
+            brief_text,
+        })
+    }
+
+    /// The session before its first round: failed until a round says
+    /// otherwise.
+    fn new_session(&self) -> Session {
+        Session {
+            id: self.id.clone(),
+            end: End::Failed,
+            rounds: Vec::new(),
+            draft: None,
+            plan: None,
+            base: self.base,
+            base_name: self.base_name.clone(),
+            cost_usd: 0.0,
+        }
+    }
+
+    /// Makes the round's folder and writes its prompt (masked): the brief,
+    /// and after the first round the checkout put back with the last plan
+    /// in it and what was wrong with that plan. Gives the prompt, its
+    /// file and the round's folder.
+    fn write_prompt(
+        &self,
+        round: u32,
+        carried: &Carried,
+    ) -> Result<(String, PathBuf, PathBuf), LeadError> {
+        let round_dir = self.session_dir.join(format!("round-{round}"));
         std::fs::create_dir_all(&round_dir)
             .map_err(io(format!("creating {}", round_dir.display())))?;
-        let mut prompt = brief_text.clone();
+        let mut prompt = self.brief_text.clone();
         if round > 1 {
-            reset_checkout(store, &checkout.paths, base)?;
-            if let Some(bytes) = &last_bytes {
-                std::fs::write(&plan_file, bytes)
-                    .map_err(io(format!("writing {}", plan_file.display())))?;
+            reset_checkout(self.store, &self.checkout.paths, self.base)?;
+            if let Some(bytes) = &carried.last_bytes {
+                std::fs::write(&self.plan_file, bytes)
+                    .map_err(io(format!("writing {}", self.plan_file.display())))?;
             }
             prompt.push_str(&brief::round_context(
                 round,
-                opts.rounds,
-                &plan_file_text,
-                &problems,
+                self.opts.rounds,
+                &self.plan_file_text,
+                &carried.problems,
             ));
         }
         let prompt = masking::mask_text(&prompt);
         let prompt_file = round_dir.join("prompt.md");
         std::fs::write(&prompt_file, &prompt)
             .map_err(io(format!("writing {}", prompt_file.display())))?;
-        progress(Progress::RoundStarted {
-            round,
-            rounds: opts.rounds,
-            agent: spec.name.clone(),
-            base: base_label.clone(),
-        });
-        let ran = run_agent(
-            &spec,
+        Ok((prompt, prompt_file, round_dir))
+    }
+
+    /// Runs the lead agent for one round in the session's checkout.
+    async fn run_round_agent(
+        &self,
+        round: u32,
+        prompt: &str,
+        prompt_file: &Path,
+        round_dir: &Path,
+        cancel: &CancellationToken,
+    ) -> Ran {
+        run_agent(
+            &self.spec,
             AgentRun {
-                prompt: &prompt,
-                prompt_file: &prompt_file,
-                workdir: &checkout.paths.dir,
-                log_dir: &round_dir,
+                prompt,
+                prompt_file,
+                workdir: &self.checkout.paths.dir,
+                log_dir: round_dir,
                 round,
-                rounds: opts.rounds,
-                plan_file: &plan_file,
-                base,
-                session: &id,
-                timeout,
-                sandbox: &sandbox,
-                common_dir: store.common_dir(),
-                prices: &settings.prices,
+                rounds: self.opts.rounds,
+                plan_file: &self.plan_file,
+                base: self.base,
+                session: &self.id,
+                timeout: self.timeout,
+                sandbox: &self.sandbox,
+                common_dir: self.store.common_dir(),
+                prices: &self.settings.prices,
             },
             cancel,
         )
-        .await;
-        let stray = stray_changes(store, &checkout.paths, base, &plan_name);
-        session.cost_usd += ran.usage.cost_usd.unwrap_or(0.0);
+        .await
+    }
 
-        // What the agent wrote, checked as `plan check` checks it.
-        let mut outcome;
-        let mut blocking = 0;
-        let mut warnings = 0;
-        let mut plan_id = None;
-        let mut hash = None;
+    /// Checks what the agent wrote as `plan check` checks it: the draft
+    /// saved, the session's plan set when it was a valid plan, and the
+    /// problems for the next round (with stray changes and the agent's own
+    /// failure) in `carried`.
+    fn judge(
+        &self,
+        ran: &Ran,
+        stray: usize,
+        session: &mut Session,
+        carried: &mut Carried,
+    ) -> Result<Judged, LeadError> {
+        let mut judged = Judged {
+            outcome: PlanRoundOutcome::Missing,
+            blocking: 0,
+            warnings: 0,
+            plan_id: None,
+            hash: None,
+        };
         session.plan = None;
-        match read_plan_file(&plan_file) {
+        match read_plan_file(&self.plan_file) {
             // An agent that could not work wrote nothing: that is the
             // problem, not the missing file.
             Written::Nothing if ran.failed.is_some() => {
-                outcome = PlanRoundOutcome::Missing;
-                problems = Vec::new();
+                carried.problems = Vec::new();
             }
             Written::Nothing => {
-                outcome = PlanRoundOutcome::Missing;
-                problems = vec![format!(
-                    "- you wrote no plan: the file {plan_file_text} does not exist"
+                carried.problems = vec![format!(
+                    "- you wrote no plan: the file {} does not exist",
+                    self.plan_file_text
                 )];
             }
             Written::Unreadable(why) => {
-                outcome = PlanRoundOutcome::Invalid;
-                problems = vec![format!("- {why}")];
+                judged.outcome = PlanRoundOutcome::Invalid;
+                carried.problems = vec![format!("- {why}")];
             }
             Written::Bytes(bytes) => {
-                save(&draft, &bytes)?;
-                session.draft = Some(draft.clone());
+                save(&self.draft, &bytes)?;
+                session.draft = Some(self.draft.clone());
                 match format::parse(&bytes) {
                     Err(e) => {
-                        outcome = PlanRoundOutcome::Invalid;
+                        judged.outcome = PlanRoundOutcome::Invalid;
                         let suggestion = e
                             .suggestion()
                             .map(|k| format!(" (did you mean `{k}`?)"))
                             .unwrap_or_default();
-                        problems = vec![format!("- the file is not a valid plan: {e}{suggestion}")];
+                        carried.problems =
+                            vec![format!("- the file is not a valid plan: {e}{suggestion}")];
                     }
                     Ok(plan) => {
-                        let mut review = approval::review(store, &plan, Some(&base.to_string()))?;
-                        review.base_name = base_name.clone();
-                        blocking = review.analysis.blocking();
-                        warnings = review.analysis.warnings();
-                        outcome = if blocking == 0 {
+                        let mut review =
+                            approval::review(self.store, &plan, Some(&self.base.to_string()))?;
+                        review.base_name = self.base_name.clone();
+                        judged.blocking = review.analysis.blocking();
+                        judged.warnings = review.analysis.warnings();
+                        judged.outcome = if judged.blocking == 0 {
                             PlanRoundOutcome::Passed
                         } else {
                             PlanRoundOutcome::Blocked
                         };
-                        problems = brief::findings_text(&review.analysis);
-                        plan_id = Some(plan.id.clone());
-                        hash = Some(format::plan_hash(&plan));
+                        carried.problems = brief::findings_text(&review.analysis);
+                        judged.plan_id = Some(plan.id.clone());
+                        judged.hash = Some(format::plan_hash(&plan));
                         session.plan = Some((plan, review));
                     }
                 }
-                last_bytes = Some(bytes);
+                carried.last_bytes = Some(bytes);
             }
         }
         if stray > 0 {
-            problems.push(format!(
+            carried.problems.push(format!(
                 "- you changed {stray} file(s) of the checkout besides the plan; they were thrown away (the checkout is read-only)"
             ));
         }
         if let Some(why) = &ran.failed {
-            problems.insert(0, format!("- the agent {why}"));
-            if outcome != PlanRoundOutcome::Passed {
-                outcome = PlanRoundOutcome::AgentFailed;
+            carried.problems.insert(0, format!("- the agent {why}"));
+            if judged.outcome != PlanRoundOutcome::Passed {
+                judged.outcome = PlanRoundOutcome::AgentFailed;
             }
         }
         if ran.interrupted {
-            outcome = PlanRoundOutcome::Interrupted;
+            judged.outcome = PlanRoundOutcome::Interrupted;
         }
+        Ok(judged)
+    }
+
+    /// Records the round in the log (problems masked and bounded) and
+    /// gives its report.
+    fn record_round(
+        &self,
+        round: u32,
+        judged: &Judged,
+        problems: &[String],
+        stray: usize,
+        ran: &Ran,
+    ) -> Result<Round, LeadError> {
         let problems_masked: Vec<String> = problems.iter().map(|p| masking::mask_text(p)).collect();
-        store.append(vec![Event::PlanRound {
-            session: id.clone(),
+        self.store.append(vec![Event::PlanRound {
+            session: self.id.clone(),
             round,
-            rounds: opts.rounds,
-            agent: spec.name.clone(),
-            base: base.to_string(),
-            outcome,
-            plan_id,
-            hash,
-            blocking,
-            warnings,
+            rounds: self.opts.rounds,
+            agent: self.spec.name.clone(),
+            base: self.base,
+            outcome: judged.outcome,
+            plan_id: judged.plan_id.clone(),
+            hash: judged.hash.clone(),
+            blocking: judged.blocking,
+            warnings: judged.warnings,
             problems: problems_masked
                 .iter()
                 .take(PROBLEMS_RECORDED)
                 .map(|p| head_chars(p, PROBLEM_BYTES))
                 .collect(),
-            draft: draft.to_string_lossy().into_owned(),
+            draft: self.draft.to_string_lossy().into_owned(),
             stray,
             exit: ran.exit,
             timed_out: ran.timed_out,
@@ -600,46 +779,16 @@ pub async fn run(
             usage: ran.usage.clone(),
             tail: ran.tail.clone(),
         }])?;
-        let report = Round {
+        Ok(Round {
             round,
-            outcome,
-            blocking,
-            warnings,
+            outcome: judged.outcome,
+            blocking: judged.blocking,
+            warnings: judged.warnings,
             problems: problems_masked,
             stray,
-            usage: ran.usage,
-        };
-        session.rounds.push(report.clone());
-        progress(Progress::RoundEnded {
-            round,
-            rounds: opts.rounds,
-            report,
-        });
-        if ran.interrupted {
-            session.end = End::Interrupted;
-            break;
-        }
-        if let Some((class, reason)) = ran.unavailable {
-            session.end = End::Unavailable { class, reason };
-            break;
-        }
-        if outcome == PlanRoundOutcome::Passed {
-            session.end = End::Passed;
-            break;
-        }
+            usage: ran.usage.clone(),
+        })
     }
-    if session.end == End::Failed
-        && let Some(budget) = opts.budget
-        && session.cost_usd >= budget
-        && session.rounds.len() < opts.rounds as usize
-    {
-        session.end = End::Budget {
-            spent: session.cost_usd,
-            budget,
-        };
-    }
-    drop(checkout);
-    Ok(session)
 }
 
 /// One agent run's inputs.

@@ -148,8 +148,8 @@ pub fn approval_for(
             Some(a) => Refusal::ChangedSinceApproval {
                 branch: branch.to_owned(),
                 approver: a.approver,
-                approved_tree: a.tree,
-                approval: a.commit,
+                approved_tree: a.tree.to_string(),
+                approval: a.commit.to_string(),
                 tip: tip.to_string(),
                 tree: tree_hex,
             },
@@ -159,7 +159,7 @@ pub fn approval_for(
             },
         }));
     };
-    let approval_commit = store.parse_oid(&approval.approval)?;
+    let approval_commit = approval.approval;
     if let Err(why) = crate::approval::read_branch_approval(store, approval_commit, &tree_hex) {
         return Ok(Err(Refusal::ApprovalUnusable {
             branch: branch.to_owned(),
@@ -314,10 +314,11 @@ pub async fn land(
                 crate::store::ORCH_EMAIL.to_owned(),
             )
         });
+        let approval_hex = approval.approval.to_string();
         let names = Names {
             run: &landing,
             plan_id: "-",
-            plan_hash: &approval.approval,
+            plan_hash: &approval_hex,
             revision: 0,
             approver: &approval.approver,
             author: (&name, &email),
@@ -374,14 +375,14 @@ pub async fn land(
         let record = BranchLanding {
             landing: landing.clone(),
             branch: req.branch.clone(),
-            commit: tip.to_string(),
-            tree: tree.to_string(),
-            approval: approval.approval.clone(),
+            commit: tip,
+            tree,
+            approval: approval.approval,
             target: req.target.clone(),
-            old: old.to_string(),
-            new: new.to_string(),
+            old,
+            new,
             strategy: strategy.as_str().into(),
-            commits: commits.iter().map(Oid::to_string).collect(),
+            commits: commits.to_vec(),
             verdicts,
         };
         match swap(&store, &target_ref, old, new, &record)? {
@@ -391,7 +392,7 @@ pub async fn land(
                     commit: &tip.to_string(),
                     target: &req.target,
                     approver: &approval.approver,
-                    approval: &approval.approval,
+                    approval: &approval.approval.to_string(),
                     strategy: strategy.as_str(),
                 };
                 let _ = crate::run::notes::add_record(&store, new, &note.record());
@@ -485,7 +486,7 @@ fn swap(
     new: Oid,
     record: &BranchLanding,
 ) -> Result<Option<Vec<LandingProblem>>, MergeError> {
-    let approval = store.parse_oid(&record.approval)?;
+    let approval = record.approval;
     let mut moved_meanwhile = false;
     store.transact(|store| {
         // Read again under the log lock: a push may have moved it.
@@ -504,12 +505,12 @@ fn swap(
                 events: vec![Event::BranchLanded {
                     landing: record.landing.clone(),
                     branch: record.branch.clone(),
-                    commit: record.commit.clone(),
-                    tree: record.tree.clone(),
-                    approval: record.approval.clone(),
+                    commit: record.commit,
+                    tree: record.tree,
+                    approval: record.approval,
                     target: record.target.clone(),
-                    old: record.old.clone(),
-                    new: record.new.clone(),
+                    old: record.old,
+                    new: record.new,
                     strategy: record.strategy.clone(),
                     commits: record.commits.clone(),
                     verdicts: record.verdicts.clone(),

@@ -115,7 +115,7 @@ impl Queue {
         batch: Option<usize>,
     ) -> Result<Self, MergeError> {
         let revision = crate::run::plan_of(store, run)?;
-        let base = store.parse_oid(&run.base)?;
+        let base = run.base;
         let settings = Settings::from_values(&store.project_config(Some(base))?)
             .map_err(MergeError::Settings)?;
         let strategy = match strategy {
@@ -217,13 +217,10 @@ impl Queue {
                 .depends_on
                 .iter()
                 .all(|d| matches!(status(d), TaskStatus::Done | TaskStatus::Skipped));
-            let (Some(result), Ok(base)) = (&last.result, Oid::from_hex(last.base.as_bytes()))
-            else {
+            let (Some(result), base) = (&last.result, last.base) else {
                 continue;
             };
-            let Ok(result) = Oid::from_hex(result.commit.as_bytes()) else {
-                continue;
-            };
+            let result = result.commit;
             if !deps_landed && in_order {
                 break;
             }
@@ -305,7 +302,7 @@ impl Queue {
                             .and_then(|t| t.attempts.iter().find(|a| a.n == e.attempt))
                             .filter(|a| !a.control_paths().is_empty())
                             .and_then(|a| {
-                                let tree = a.result.as_ref()?.tree.clone();
+                                let tree = a.result.as_ref()?.tree.to_string();
                                 Some((tree, a.branch.clone(), a.control_paths()))
                             });
                         (e, control)
@@ -697,8 +694,8 @@ impl Queue {
             .iter()
             .map(|v| Event::IntegrationVerdict {
                 run_id: run.clone(),
-                candidate: candidate.to_string(),
-                tree: tree.to_string(),
+                candidate,
+                tree,
                 attempts: labels.clone(),
                 verdict: v.clone(),
             })
@@ -805,10 +802,10 @@ impl Queue {
                     task: e.task.id.clone(),
                     attempt: e.attempt,
                     target: this.target.clone(),
-                    old: old.to_string(),
-                    new: new.to_string(),
+                    old,
+                    new,
                     strategy: this.strategy.as_str().into(),
-                    commits: commits.iter().map(|c| c.to_string()).collect(),
+                    commits: commits.to_vec(),
                 }))
                 .collect();
             let target_ref = this.target_ref();
@@ -931,8 +928,8 @@ impl Queue {
                         task: e.task.id.clone(),
                         attempt: e.attempt,
                         target: this.target.clone(),
-                        old: old.to_string(),
-                        new: new.to_string(),
+                        old,
+                        new,
                         commits: Vec::new(),
                         voided: false,
                         order: Default::default(),
@@ -996,8 +993,7 @@ impl Queue {
             let Some(landing) = last.first() else {
                 return Ok(None);
             };
-            let (old, new) = (landing.old.clone(), landing.new.clone());
-            let (old, new) = (store.parse_oid(&old)?, store.parse_oid(&new)?);
+            let (old, new) = (landing.old, landing.new);
             if !store.has_object(new) {
                 // Landed by a clone whose commits are not here: nothing this
                 // clone could complete.
@@ -1115,7 +1111,7 @@ fn void(
             run_id: run.clone(),
             task: l.task.clone(),
             attempt: l.attempt,
-            new: l.new.clone(),
+            new: l.new,
             reason: reason.to_owned(),
         })
         .collect();

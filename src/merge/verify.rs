@@ -77,7 +77,7 @@ pub fn verify_with(
                 .landings
                 .iter()
                 .rev()
-                .find(|l| !l.voided && l.commits.contains(&hex))
+                .find(|l| !l.voided && l.commits.iter().any(|c| c.to_string() == hex))
             {
                 found = Some((run.clone(), l.clone()));
                 break;
@@ -109,7 +109,14 @@ pub fn verify_with(
             continue;
         };
         let (task, attempt) = (landing.task.to_string(), landing.attempt);
-        let verdict = check_run(store, &run, &task, attempt, &landing.new, require_signed);
+        let verdict = check_run(
+            store,
+            &run,
+            &task,
+            attempt,
+            &landing.new.to_string(),
+            require_signed,
+        );
         let (ok, reason) = match verdict {
             Ok(reason) => (true, reason),
             Err(reason) => (false, reason.to_string()),
@@ -171,8 +178,6 @@ enum Unvouched {
     GatesFailed { task: String, attempt: u32 },
     #[error("the candidate {candidate} did not pass the integration gate")]
     IntegrationFailed { candidate: String },
-    #[error("the landing of branch {branch} names no approval")]
-    LandingWithoutApproval { branch: String },
     #[error("the landing of branch {branch} names tree {named}, but its commit has tree {actual}")]
     TreeDiffers {
         branch: String,
@@ -269,7 +274,7 @@ fn check_run(
     let on_tip: Vec<_> = run
         .integration
         .iter()
-        .filter(|i| i.candidate == tip)
+        .filter(|i| i.candidate.to_string() == tip)
         .collect();
     if on_tip.is_empty() || on_tip.iter().any(|i| i.verdict.blocks()) {
         return Err(U::IntegrationFailed {
@@ -292,27 +297,25 @@ fn check_hand(
 ) -> Result<String, Unvouched> {
     use Unvouched as U;
     let branch = || hand.branch.clone();
-    let approval_commit = store
-        .parse_oid(&hand.approval)
-        .map_err(|_| U::LandingWithoutApproval { branch: branch() })?;
-    let approval = crate::approval::read_branch_approval(store, approval_commit, &hand.tree)
-        .map_err(|e| U::BranchApproval(Box::new(e)))?;
+    let approval_commit = hand.approval;
+    let approval =
+        crate::approval::read_branch_approval(store, approval_commit, &hand.tree.to_string())
+            .map_err(|e| U::BranchApproval(Box::new(e)))?;
     // The record's tree must be the landed tip's: the content decides.
-    if let Ok(tip) = store.parse_oid(&hand.commit)
-        && let Ok(info) = store.commit_info(tip)
-        && store.parse_oid(&hand.tree).ok() != Some(info.tree)
+    if let Ok(info) = store.commit_info(hand.commit)
+        && Some(hand.tree) != Some(info.tree)
     {
         return Err(U::TreeDiffers {
             branch: branch(),
-            named: hand.tree.clone(),
+            named: hand.tree.to_string(),
             actual: info.tree.to_string(),
         });
     }
-    if approval.file.commit != hand.commit {
+    if approval.file.commit != hand.commit.to_string() {
         return Err(U::OtherCommit {
             branch: branch(),
             approved: approval.file.commit,
-            landed: hand.commit.clone(),
+            landed: hand.commit.to_string(),
         });
     }
     if require_signed
@@ -322,13 +325,13 @@ fn check_hand(
     }
     if hand.verdicts.is_empty() || hand.verdicts.iter().any(|v| v.blocks()) {
         return Err(U::IntegrationFailed {
-            candidate: hand.new.clone(),
+            candidate: hand.new.to_string(),
         });
     }
     Ok(format!(
         "landed by git-orch from branch {} ({}), approved by {}; the integration gate passed",
         hand.branch,
-        &hand.commit[..hand.commit.len().min(12)],
+        &hand.commit.to_string()[..12],
         approval.file.approver
     ))
 }

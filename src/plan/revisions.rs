@@ -179,7 +179,7 @@ pub fn add(store: &Store, plan: &Plan) -> Result<Added, RevisionError> {
                 plan_id: plan.id.clone(),
                 revision,
                 hash: hash.clone(),
-                commit: commit.to_string(),
+                commit,
                 subtasks: plan.subtasks.len(),
             }],
             refs: vec![RefUpdate::set(

@@ -27,9 +27,9 @@ use crate::plan::Subtask;
 use crate::process::{GroupChild, GroupSpec};
 use crate::store::Store;
 
+use super::context::{RunContext, RunError};
 use super::gating::{AttemptEnv, AttemptGates};
 use super::workspace::{CheckedOut, ImportedResult, Workspace};
-use super::{RunContext, RunError};
 
 /// Grace between SIGTERM and SIGKILL when an agent is stopped.
 pub const GRACE: Duration = Duration::from_secs(3);
@@ -223,9 +223,9 @@ enum AgentRunError {
     Prompt(#[source] std::io::Error),
     #[error(transparent)]
     Sandbox(#[from] crate::sandbox::SandboxError),
-    /// What `launch` could not set up (its own message).
-    #[error("{0}")]
-    Launch(String),
+    /// What `launch` could not set up.
+    #[error(transparent)]
+    Launch(#[from] crate::launch::LaunchError),
     #[error(transparent)]
     Record(#[from] RunError),
 }
@@ -506,8 +506,8 @@ async fn run_setup(
         on_line: None,
     };
     // Confined like the agent (the same sandbox, environment allow-list).
-    let confined = crate::sandbox::resolve(&job.ctx.settings.sandbox)
-        .map_err(|e| e.to_string())
+    let started = crate::sandbox::resolve(&job.ctx.settings.sandbox)
+        .map_err(crate::launch::LaunchError::from)
         .and_then(|sb| {
             crate::launch::command(
                 &sb,
@@ -516,14 +516,11 @@ async fn run_setup(
                 &crate::launch::files_named_in(env),
                 crate::sandbox::View::OwnPath,
             )
-        });
-    // Held until setup ends: its private home goes with it.
-    let spawned = match &confined {
-        Ok(c) => GroupChild::spawn(&c.group).map_err(|e| e.to_string()),
-        Err(why) => Err(why.clone()),
-    };
-    let ended = match spawned {
-        Ok(mut c) => {
+        })
+        .and_then(|confined| Ok((GroupChild::spawn(&confined.group)?, confined)));
+    let ended = match started {
+        // `_confined` is held until setup ends: its private home goes with it.
+        Ok((mut c, _confined)) => {
             let deadline = tokio::time::Instant::now()
                 + Duration::from_secs(job.ctx.run_settings.timeout_secs);
             c.wait(deadline, cancel, GRACE).await

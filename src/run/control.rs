@@ -9,7 +9,7 @@ use crate::ids::{RunId, TaskId};
 use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, StoreError};
 
-use super::{RunContext, RunError};
+use super::context::{RunContext, RunError};
 
 /// The note written on an attempt's result commit (`refs/notes/orch`):
 /// plain text, every line already masked.
@@ -306,10 +306,7 @@ pub fn unkept(
     if commits.is_empty() {
         return Ok(None);
     }
-    let result = a
-        .result
-        .as_ref()
-        .and_then(|r| store.parse_oid(&r.commit).ok());
+    let result = a.result.as_ref().map(|r| r.commit);
     let judged = matches!(a.outcome, Some(Outcome::Passed) | Some(Outcome::Failed));
     let beyond_result = match result {
         Some(r) => {
@@ -604,7 +601,7 @@ fn record_removals(store: &Store, removals: &[Removal]) -> Result<Vec<usize>, St
                         task: r.task.clone(),
                         attempt: r.attempt,
                         branch: r.branch.clone(),
-                        tip: t.to_string(),
+                        tip: t,
                     });
                     refs.push(crate::store::refs::RefUpdate::delete(
                         &branch_ref,
@@ -667,12 +664,8 @@ fn clean_attempt(
     } else if present {
         let known: Vec<crate::store::Oid> = tip
             .into_iter()
-            .chain(
-                a.result
-                    .as_ref()
-                    .and_then(|r| store.parse_oid(&r.commit).ok()),
-            )
-            .chain(store.parse_oid(&a.base).ok())
+            .chain(a.result.as_ref().map(|r| r.commit))
+            .chain(Some(a.base))
             .collect();
         match super::workspace::unrecorded_work(store, &paths, &known) {
             Ok(u) => {
@@ -764,7 +757,7 @@ fn clean_attempt(
 
 /// Whether a driver currently holds `run`'s lock (on this machine).
 pub fn driver_alive(store: &Store, run: &RunId) -> Result<bool, StoreError> {
-    let path = super::driver_lock_path(store, run);
+    let path = super::prepare::driver_lock_path(store, run);
     if !path.exists() {
         return Ok(false);
     }
@@ -783,7 +776,7 @@ pub async fn gate_attempt(
     n: u32,
 ) -> Result<crate::gate::StackOutcome, RunError> {
     let store = Store::open(store_dir)?;
-    let rev = super::plan_of(&store, run)?;
+    let rev = super::prepare::plan_of(&store, run)?;
     let sub = rev
         .plan
         .subtask(task.as_str())
@@ -810,8 +803,8 @@ pub async fn gate_attempt(
     };
     // Settings are the run's; the diff is the attempt's own, from the
     // commit it started on (later attempts start from what landed).
-    let run_base = store.parse_oid(&run.base)?;
-    let base = store.parse_oid(&attempt.base)?;
+    let run_base = run.base;
+    let base = attempt.base;
     let settings = crate::config::Settings::from_values(&store.project_config(Some(run_base))?)
         .map_err(RunError::Settings)?;
     let gates = crate::gate::stack(&settings, &rev.plan, &sub);
@@ -843,8 +836,8 @@ pub async fn gate_attempt(
         task: &sub,
         n,
         base,
-        result: store.parse_oid(&result.commit)?,
-        result_tree: store.parse_oid(&result.tree)?,
+        result: result.commit,
+        result_tree: result.tree,
         agent: &attempt.agent,
         paths: &paths,
         env,
@@ -852,7 +845,7 @@ pub async fn gate_attempt(
     }
     .subject(&store, None, None)?;
     let cancel = CancellationToken::new();
-    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree)?;
+    let cache = crate::state::StateIndex::open(&store)?.verdicts_for(&result.tree.to_string())?;
     let outcome = crate::gate::evaluate(&subject, &gates, &cache, &cancel).await?;
     store.append(
         outcome

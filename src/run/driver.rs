@@ -30,9 +30,10 @@ use crate::state::{RunState, TaskStatus};
 use crate::store::{Store, lock};
 
 use super::attempt::{self, Attempt, AttemptEnd};
+use super::context::{RunContext, RunError};
+use super::prepare::summarize;
 use super::progress::{LandError, LandReport, Lander, Progress};
 use super::schedule::{self, Breaker};
-use super::{RunContext, RunError, summarize};
 
 /// How a drive ended.
 #[derive(Debug, Clone)]
@@ -160,7 +161,7 @@ impl<'p> Driver<'p> {
         lander: Lander,
     ) -> Result<Self, RunError> {
         let store = Store::open_shared(&ctx.common_dir)?;
-        let lock_path = super::driver_lock_path(&store, &ctx.run);
+        let lock_path = super::prepare::driver_lock_path(&store, &ctx.run);
         let lock = match lock::try_acquire(&lock_path, &format!("driving run {}", ctx.run))? {
             Ok(g) => g,
             Err(held) => {
@@ -173,7 +174,7 @@ impl<'p> Driver<'p> {
         let start = store.append(vec![Event::RunResumed {
             run_id: ctx.run.clone(),
             pid: std::process::id(),
-            host: super::host(),
+            host: super::prepare::host(),
         }])?;
         let since_ms = start.first().map_or(0, |r| r.time_ms);
         let mut driver = Self {
@@ -426,10 +427,7 @@ impl<'p> Driver<'p> {
             };
             let store = &self.store;
             let lines = |a: &crate::state::AttemptState| {
-                let (Ok(base), Some(Ok(result))) = (
-                    store.parse_oid(&a.base),
-                    a.result.as_ref().map(|r| store.parse_oid(&r.commit)),
-                ) else {
+                let (base, Some(result)) = (a.base, a.result.as_ref().map(|r| r.commit)) else {
                     return 0;
                 };
                 store.changed_lines(base, result).unwrap_or(u64::MAX)
@@ -479,14 +477,14 @@ impl<'p> Driver<'p> {
     /// The result trees of the tasks that passed and wait in the queue,
     /// with their labels (`task #n`); the tree is empty for a result that
     /// changes no control path (nothing for a person to approve).
-    fn passed_trees<'r>(&self, run: &'r RunState) -> Vec<(String, &'r str)> {
+    fn passed_trees(&self, run: &RunState) -> Vec<(String, String)> {
         self.ctx
             .plan()
             .subtasks
             .iter()
             .filter_map(|sub| {
                 let t = run.tasks.get(&sub.id)?;
-                (t.status(super::retries_for(run, sub)) == TaskStatus::Passed)
+                (t.status(super::schedule::retries_for(run, sub)) == TaskStatus::Passed)
                     .then(|| (sub.id.to_string(), t.current()))
             })
             .filter_map(|(task, a)| {
@@ -494,7 +492,7 @@ impl<'p> Driver<'p> {
                 let tree = Some(a)
                     .filter(|a| !a.control_paths().is_empty())
                     .and_then(|a| a.result.as_ref())
-                    .map_or("", |r| r.tree.as_str());
+                    .map_or(String::new(), |r| r.tree.to_string());
                 Some((format!("{task} #{}", a.n), tree))
             })
             .collect()
@@ -503,7 +501,7 @@ impl<'p> Driver<'p> {
     /// The passed results that change control paths and that no person
     /// has approved yet (`git orch approve --branch`), by label.
     fn awaiting_approval(&self, run: &RunState) -> Result<Vec<String>, RunError> {
-        let held: Vec<(String, &str)> = self
+        let held: Vec<(String, String)> = self
             .passed_trees(run)
             .into_iter()
             .filter(|(_, tree)| !tree.is_empty())
@@ -527,7 +525,7 @@ impl<'p> Driver<'p> {
     /// (that one lands by `git orch merge` once approved).
     fn queued(&self, run: &RunState) -> bool {
         let passed = self.passed_trees(run);
-        let held_trees: Vec<&str> = passed.iter().map(|(_, tree)| *tree).collect();
+        let held_trees: Vec<&str> = passed.iter().map(|(_, tree)| tree.as_str()).collect();
         if held_trees.iter().any(|t| t.is_empty()) {
             return true;
         }
@@ -941,7 +939,7 @@ fn abandon_orphans(store: &Store, run: &RunState) -> Result<usize, RunError> {
         // over (best effort: cleanup never reads that folder either).
         let paths = super::workspace::attempt_paths(store.common_dir(), &run.id, task, a);
         if let Some(tip) = store.ref_target(&paths.branch_ref)? {
-            let base = store.parse_oid(&a.base).unwrap_or(tip);
+            let base = a.base;
             let workspace = super::workspace::Workspace::recorded(
                 store.common_dir(),
                 &run.id,

@@ -14,7 +14,8 @@ use crate::ids::RunId;
 use crate::state::{RunState, SharedIndex};
 use crate::store::Store;
 
-use super::{DriveOutcome, RunError};
+use super::context::RunError;
+use super::driver::DriveOutcome;
 
 /// How following ended.
 #[derive(Debug, Clone)]

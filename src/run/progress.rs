@@ -25,7 +25,7 @@ pub enum Progress {
         reason: Option<String>,
     },
     /// An attempt moved on to a step: `setup`, `agent NAME`, `gate NAME`.
-    /// Attempts send it through [`super::RunContext::on_step`], from their
+    /// Attempts send it through [`super::context::RunContext::on_step`], from their
     /// own tasks, not through `drive`'s callback.
     Step {
         task: String,

@@ -12,7 +12,7 @@ use crate::store::Store;
 
 use std::collections::BTreeSet;
 
-use super::{RunContext, RunError, retries_for};
+use super::context::{RunContext, RunError};
 
 /// Tasks whose dependencies can never be satisfied (a dependency failed,
 /// was cancelled, or is itself blocked).
@@ -188,8 +188,8 @@ pub fn retry_context(
             }
         };
     ctx.previous = Some(crate::gate::context::PreviousWork {
-        base: last.base.clone(),
-        commit: result.commit.clone(),
+        base: last.base.to_string(),
+        commit: result.commit.to_string(),
         continued,
         diff: String::new(),
     });
@@ -465,6 +465,11 @@ fn explain(ranked: &mut [crate::event::CandidateRank], failure: &dyn Fn(u32) -> 
             ),
         };
     }
+}
+
+/// How many retries a task has: its own, else the run's.
+pub fn retries_for(run: &RunState, sub: &crate::plan::Subtask) -> u32 {
+    sub.retries.unwrap_or(run.settings.retries)
 }
 
 #[cfg(test)]

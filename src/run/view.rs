@@ -418,7 +418,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
     let mut out = Vec::new();
     for sub in &plan.subtasks {
         let t = run.tasks.get(&sub.id);
-        let retries = super::retries_for(run, sub);
+        let retries = super::schedule::retries_for(run, sub);
         let is_blocked = blocked.contains(&sub.id);
         let status = match Status::of(
             t.map_or(TaskStatus::Pending, |t| t.status(retries)),
@@ -449,7 +449,7 @@ pub fn task_rows(run: &RunState, plan: &Plan, now_ms: i64) -> Vec<TaskRow> {
                         run.tasks.get(*d).is_some_and(|t| {
                             plan.subtask(d.as_str()).is_some_and(|s| {
                                 matches!(
-                                    t.status(super::retries_for(run, s)),
+                                    t.status(super::schedule::retries_for(run, s)),
                                     TaskStatus::Failed | TaskStatus::Cancelled
                                 )
                             })

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use super::RunContext;
+use super::context::RunContext;
 use crate::sandbox::warm::WarmError;
 
 /// Warms the attempt worktree at `worktree`, just made.

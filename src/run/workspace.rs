@@ -30,7 +30,7 @@ use crate::store::quarantine::{CheckoutPaths, ImportError, ImportLimits, Refusal
 use crate::store::refs::{Expected, RefUpdate};
 use crate::store::{Oid, Store, StoreError};
 
-use super::{RunContext, RunError};
+use super::context::{RunContext, RunError};
 
 /// Where one attempt's things live.
 #[derive(Debug, Clone)]
@@ -196,8 +196,8 @@ impl Workspace {
                 task: task.clone(),
                 attempt: n,
                 branch: p.branch().to_owned(),
-                base: self.base.to_string(),
-                start: self.start.map(|s| s.to_string()),
+                base: self.base,
+                start: self.start,
                 worktree: p.worktree.to_string_lossy().into_owned(),
                 port,
                 agent: agent.to_owned(),
@@ -444,8 +444,8 @@ impl Workspace {
             run_id: self.run.clone(),
             task: task.clone(),
             attempt: n,
-            commit: commit.to_string(),
-            tree: tree.to_string(),
+            commit,
+            tree,
             changed: net.len(),
             control_paths: control_paths(store, &net, &steps)?,
         };

@@ -1319,8 +1319,8 @@ mod tests {
             run_id: run.clone(),
             task: crate::ids::TaskId::new(format!("t{i}")).expect("task id"),
             attempt: 1,
-            commit: format!("{i:040x}"),
-            tree: format!("{:040x}", i + 1_000_000),
+            commit: format!("{i:040x}").parse().expect("hex"),
+            tree: format!("{:040x}", i + 1_000_000).parse().expect("hex"),
             changed: 1,
             control_paths: Vec::new(),
         }

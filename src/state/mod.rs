@@ -26,6 +26,7 @@ use crate::event::{
     RunSummary, StopReason, Verdict,
 };
 use crate::ids::{PlanId, RunId, TaskId, WriterId};
+use crate::oid::Oid;
 
 /// Where an attempt's worktree is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -66,8 +67,8 @@ pub struct AgentProcess {
 /// An attempt's result commit.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AttemptOutput {
-    pub commit: String,
-    pub tree: String,
+    pub commit: Oid,
+    pub tree: Oid,
     /// Paths changed relative to the attempt's base.
     pub changed: usize,
     /// The control paths it changes (see `attempt_result`).
@@ -79,9 +80,9 @@ pub struct AttemptOutput {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LandedOn {
     /// The target's tip after the landing.
-    pub new: String,
+    pub new: Oid,
     /// The commits the attempt added to the target, oldest first.
-    pub commits: Vec<String>,
+    pub commits: Vec<Oid>,
 }
 
 /// One `landed` record of a run, and whether a later record voided it.
@@ -90,9 +91,9 @@ pub struct Landing {
     pub task: TaskId,
     pub attempt: u32,
     pub target: String,
-    pub old: String,
-    pub new: String,
-    pub commits: Vec<String>,
+    pub old: Oid,
+    pub new: Oid,
+    pub commits: Vec<Oid>,
     pub voided: bool,
     /// Its place in the global order (clock, writer, seq).
     pub order: (u64, String, u64),
@@ -101,8 +102,8 @@ pub struct Landing {
 /// The integration gate's verdict on one candidate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct IntegrationRecord {
-    pub candidate: String,
-    pub tree: String,
+    pub candidate: Oid,
+    pub tree: Oid,
     pub attempts: Vec<String>,
     pub verdict: Verdict,
 }
@@ -113,7 +114,7 @@ pub struct AttemptState {
     pub n: u32,
     pub writer: WriterId,
     pub branch: String,
-    pub base: String,
+    pub base: Oid,
     pub worktree: String,
     pub port: u16,
     pub agent: String,
@@ -445,7 +446,7 @@ pub struct RunState {
     pub plan_hash: String,
     pub approval: String,
     pub target: String,
-    pub base: String,
+    pub base: Oid,
     pub settings: RunSettings,
     pub started_ms: i64,
     pub drivers: Vec<Driver>,
@@ -577,9 +578,9 @@ impl RunState {
             plan_id: plan_id.clone(),
             revision: *revision,
             plan_hash: plan_hash.clone(),
-            approval: approval.clone(),
+            approval: approval.to_string(),
             target: target.clone(),
-            base: base.clone(),
+            base: *base,
             settings: settings.clone(),
             started_ms: r.time_ms,
             drivers: vec![Driver {
@@ -718,7 +719,7 @@ impl RunState {
             n: *attempt,
             writer: r.writer.clone(),
             branch: branch.clone(),
-            base: base.clone(),
+            base: *base,
             worktree: worktree.clone(),
             port: *port,
             agent: agent.clone(),
@@ -802,15 +803,15 @@ impl RunState {
                     task: task.clone(),
                     attempt: *attempt,
                     target: target.clone(),
-                    old: old.clone(),
-                    new: new.clone(),
+                    old: *old,
+                    new: *new,
                     commits: commits.clone(),
                     voided: false,
                     order: (r.clock, r.writer.to_string(), r.seq),
                 });
                 if let Some(a) = self.attempt_mut(task, *attempt) {
                     a.landed = Some(LandedOn {
-                        new: new.clone(),
+                        new: *new,
                         commits: commits.clone(),
                     });
                 }
@@ -856,8 +857,8 @@ impl RunState {
                 verdict,
                 ..
             } => self.integration.push(IntegrationRecord {
-                candidate: candidate.clone(),
-                tree: tree.clone(),
+                candidate: *candidate,
+                tree: *tree,
                 attempts: attempts.clone(),
                 verdict: verdict.clone(),
             }),
@@ -878,7 +879,7 @@ impl RunState {
                 ..
             } => {
                 self.claims.insert(
-                    commit.clone(),
+                    commit.to_string(),
                     ClaimState {
                         what: what.clone(),
                         attempt: *attempt,
@@ -893,12 +894,12 @@ impl RunState {
                 );
             }
             Event::ClaimRenewed { commit, .. } => {
-                if let Some(c) = self.claims.get_mut(commit) {
+                if let Some(c) = self.claims.get_mut(&commit.to_string()) {
                     c.renewed_ms = c.renewed_ms.max(r.time_ms);
                 }
             }
             Event::ClaimReleased { commit, .. } => {
-                if let Some(c) = self.claims.get_mut(commit) {
+                if let Some(c) = self.claims.get_mut(&commit.to_string()) {
                     c.released = true;
                 }
             }
@@ -945,8 +946,8 @@ impl AttemptState {
                 ..
             } => {
                 self.result = Some(AttemptOutput {
-                    commit: commit.clone(),
-                    tree: tree.clone(),
+                    commit: *commit,
+                    tree: *tree,
                     changed: *changed,
                     control_paths: control_paths.clone(),
                 });
@@ -982,15 +983,15 @@ impl AttemptState {
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct BranchApproval {
     pub branch: String,
-    pub commit: String,
+    pub commit: Oid,
     /// The tree the approval is bound to.
-    pub tree: String,
+    pub tree: Oid,
     pub approver: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     pub signed: bool,
     /// The approval commit.
-    pub approval: String,
+    pub approval: Oid,
     pub time_ms: i64,
 }
 
@@ -1008,12 +1009,12 @@ impl BranchApproval {
                 approval,
             } => Some(Self {
                 branch: branch.clone(),
-                commit: commit.clone(),
-                tree: tree.clone(),
+                commit: *commit,
+                tree: *tree,
                 approver: approver.clone(),
                 note: note.clone(),
                 signed: *signed,
-                approval: approval.clone(),
+                approval: *approval,
                 time_ms: r.time_ms,
             }),
             _ => None,
@@ -1027,14 +1028,14 @@ impl BranchApproval {
 pub struct BranchLanding {
     pub landing: String,
     pub branch: String,
-    pub commit: String,
-    pub tree: String,
-    pub approval: String,
+    pub commit: Oid,
+    pub tree: Oid,
+    pub approval: Oid,
     pub target: String,
-    pub old: String,
-    pub new: String,
+    pub old: Oid,
+    pub new: Oid,
     pub strategy: String,
-    pub commits: Vec<String>,
+    pub commits: Vec<Oid>,
     pub verdicts: Vec<Verdict>,
 }
 
@@ -1057,12 +1058,12 @@ impl BranchLanding {
             } => Some(Self {
                 landing: landing.clone(),
                 branch: branch.clone(),
-                commit: commit.clone(),
-                tree: tree.clone(),
-                approval: approval.clone(),
+                commit: *commit,
+                tree: *tree,
+                approval: *approval,
                 target: target.clone(),
-                old: old.clone(),
-                new: new.clone(),
+                old: *old,
+                new: *new,
                 strategy: strategy.clone(),
                 commits: commits.clone(),
                 verdicts: verdicts.clone(),
@@ -1107,7 +1108,7 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
                 if let Some(command) = &v.command {
                     cache.insert(
                         VerdictKey {
-                            tree: result.tree.clone(),
+                            tree: result.tree.to_string(),
                             gate: v.gate.clone(),
                             command: command.clone(),
                             inputs: v.inputs.clone().unwrap_or_default(),
@@ -1121,7 +1122,7 @@ pub fn verdict_cache<'a>(runs: impl IntoIterator<Item = &'a RunState>) -> Verdic
             if let Some(command) = &i.verdict.command {
                 cache.insert(
                     VerdictKey {
-                        tree: i.tree.clone(),
+                        tree: i.tree.to_string(),
                         gate: i.verdict.gate.clone(),
                         command: command.clone(),
                         inputs: i.verdict.inputs.clone().unwrap_or_default(),

@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// The values of one config section, keys lower-cased, multi-valued.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,7 +78,7 @@ pub fn parse_config(bytes: &[u8], origin: &str) -> Result<ConfigValues> {
     let file = gix::config::File::from_bytes_no_includes(bytes, meta, Default::default()).map_err(
         |e| StoreError::ConfigSyntax {
             origin: origin.to_owned(),
-            message: super::chain(&e),
+            message: super::error::chain(&e),
         },
     )?;
     let mut out = ConfigValues::default();

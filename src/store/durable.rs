@@ -35,60 +35,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::error::StoreError;
 use super::objects::loose_path;
-use super::{Oid, Store, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
-/// How hard writes are pushed to the disk before a ref moves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// git-orch before issue 25: nothing is synced and nothing is kept to
-    /// be written again. A crash can leave a ref naming an object of zero
-    /// length, a prune a ref naming none. Only for benchmarks that show
-    /// what the other modes cost.
-    Unsynced,
-    /// Every object file and new ref file has its write-back started
-    /// before a ref names it, and on file systems other than ext4 waited
-    /// for; no flush of the device's cache. On ext4 starting it is enough:
-    /// it allocates the file's blocks, and ext4's default `data=ordered`
-    /// journal writes a file's allocated data before it commits any later
-    /// change of names, such as the rename that moves the ref; elsewhere
-    /// (xfs, btrfs) the data is on the device before the ref moves. After
-    /// a crash the state is the old or the new one, never a ref on an
-    /// empty file; the last seconds of work may be lost. The default.
-    Ordered,
-    /// `fsync` of every object file and its folder before the ref moves,
-    /// of the ref's new file before it replaces the old one, and of the
-    /// ref's folder after: nothing that succeeded is lost, on any file
-    /// system. Chosen by git's own `core.fsync` (`loose-object`,
-    /// `reference`, `committed`, `added` or `all`) or
-    /// `core.fsyncObjectFiles`.
-    Full,
-}
-
-impl Durability {
-    /// The mode a repository's git configuration asks for.
-    pub(super) fn from_config(repo: &gix::Repository) -> Self {
-        let config = repo.config_snapshot();
-        if config.boolean("core.fsyncObjectFiles") == Some(true) {
-            return Durability::Full;
-        }
-        let wanted = config
-            .string("core.fsync")
-            .map(|v| v.to_string())
-            .unwrap_or_default();
-        let full = wanted.split(',').map(str::trim).any(|c| {
-            matches!(
-                c,
-                "loose-object" | "reference" | "committed" | "added" | "all"
-            )
-        });
-        if full {
-            Durability::Full
-        } else {
-            Durability::Ordered
-        }
-    }
-}
+pub use super::durability::Durability;
 
 /// Objects larger than this are not kept in memory: one that vanishes
 /// cannot be written again, and the operation fails saying so.
@@ -323,7 +275,7 @@ fn write_loose_to(
     let mut tries = 0;
     loop {
         match objects.write_buf(kind, bytes) {
-            Ok(id) => return Ok(id),
+            Ok(id) => return Ok(id.into()),
             Err(e) if tries + 1 < WRITE_TRIES && folder_vanished(&e) => tries += 1,
             Err(e) => return Err(e),
         }
@@ -342,7 +294,7 @@ fn rewrite_missing(
 ) -> std::result::Result<usize, StoreError> {
     let mut n = 0;
     for w in objects {
-        if std::fs::symlink_metadata(loose_path(dir, &w.id)).is_ok() || exists(w.id) {
+        if std::fs::symlink_metadata(loose_path(dir, w.id.as_gix())).is_ok() || exists(w.id) {
             continue;
         }
         let Some(data) = &w.data else {
@@ -351,7 +303,7 @@ fn rewrite_missing(
         let id = write(w.kind, data)
             .map_err(|e| StoreError::git(format!("writing object {} again", w.id), e))?;
         debug_assert_eq!(id, w.id);
-        let path = loose_path(dir, &id);
+        let path = loose_path(dir, id.as_gix());
         let synced = sync_file(&path, durability).and_then(|()| match durability {
             Durability::Full => sync_folders([path.as_path()]),
             _ => Ok(()),
@@ -425,7 +377,7 @@ fn check_due(now: Instant, handles: &mut Handles, only: Option<&Path>) -> Result
         let done = rewrite_missing(
             &dir,
             &due,
-            |id| gix::objs::Exists::exists(odb, &id),
+            |id| gix::objs::Exists::exists(odb, id.as_gix()),
             |kind, bytes| write_loose_to(&loose, kind, bytes),
             durability,
         );
@@ -536,7 +488,7 @@ impl Store {
             return;
         }
         let objects = self.objects_dir();
-        let path = loose_path(&objects, &id);
+        let path = loose_path(&objects, id.as_gix());
         let file = std::fs::File::open(&path).ok();
         if let Some(f) = &file {
             start_writeout(f);
@@ -628,7 +580,7 @@ impl Store {
         Ok(decoded
             .entries
             .iter()
-            .map(|e| (e.filename.to_string(), e.oid.to_owned(), e.mode))
+            .map(|e| (e.filename.to_string(), e.oid.into(), e.mode))
             .collect())
     }
 
@@ -704,7 +656,7 @@ impl Store {
             let n = rewrite_missing(
                 dir,
                 objects,
-                |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+                |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
                 |kind, bytes| self.write_loose(kind, bytes),
                 self.durability,
             )?;
@@ -733,7 +685,7 @@ impl Store {
         rewrite_missing(
             &objects,
             &all,
-            |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+            |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
             |kind, bytes| self.write_loose(kind, bytes),
             self.durability,
         )
@@ -814,13 +766,13 @@ impl Store {
         // There again (the background checks wrote it meanwhile): the
         // read may try once more. Never written over when present: an
         // unreadable file is not what a prune leaves.
-        if std::fs::symlink_metadata(loose_path(&objects, &id)).is_ok() {
+        if std::fs::symlink_metadata(loose_path(&objects, id.as_gix())).is_ok() {
             return true;
         }
         rewrite_missing(
             &objects,
             std::slice::from_ref(&w),
-            |id| gix::objs::Exists::exists(&self.repo.objects, &id),
+            |id| gix::objs::Exists::exists(&self.repo.objects, id.as_gix()),
             |kind, bytes| self.write_loose(kind, bytes),
             self.durability,
         )
@@ -858,7 +810,9 @@ impl Store {
     /// lookups that cannot be repeated through [`Store::healing`].
     pub(super) fn ensure_present(&self, id: Oid) {
         for round in 0..HEAL_ROUNDS {
-            if gix::objs::Exists::exists(&self.repo.objects, &id) || !self.recover_object(id) {
+            if gix::objs::Exists::exists(&self.repo.objects, id.as_gix())
+                || !self.recover_object(id)
+            {
                 return;
             }
             pause(round);
@@ -903,7 +857,7 @@ fn is_vanished_folder(message: &str) -> bool {
 /// Whether a failed loose write failed because its fan-out folder was
 /// removed between its creation and the rename into it.
 fn folder_vanished(e: &gix::Error) -> bool {
-    let message = super::chain(e);
+    let message = super::error::chain(e);
     message.contains("Could not persist loose object")
         || message.contains("Could not create object directory")
         || message.contains("No such file or directory")
@@ -1006,7 +960,7 @@ mod tests {
         let commit = store.write_commit("c", tree, &[]).expect("commit");
         let objects = dir.path().join(".git/objects");
         for id in [blob, tree, commit] {
-            std::fs::remove_file(loose_path(&objects, &id)).expect("delete");
+            std::fs::remove_file(loose_path(&objects, id.as_gix())).expect("delete");
         }
         let update = super::super::refs::RefUpdate::set(
             "refs/orch/test",
@@ -1016,7 +970,7 @@ mod tests {
         );
         store.apply(&[update]).expect("apply");
         for id in [blob, tree, commit] {
-            assert!(loose_path(&objects, &id).is_file(), "{id} is back");
+            assert!(loose_path(&objects, id.as_gix()).is_file(), "{id} is back");
         }
         assert_eq!(store.read_blob(blob).expect("read"), b"precious\n");
         assert!(store.healed_objects() >= 3);

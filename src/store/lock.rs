@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{Result, StoreError};
+use super::error::{Result, StoreError};
 
 /// How long an append waits for the log lock before giving up.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(60);
@@ -186,7 +186,7 @@ pub fn try_acquire(path: &Path, what: &str) -> Result<Result<LockGuard, Held>> {
     }
 }
 
-impl super::Store {
+impl super::repository::Store {
     /// Takes the advisory lock `.git/orch/<name>` and removes the ref lock
     /// files a holder that died mid-transaction left behind (see the module
     /// docs). Any other stale `.lock` is left alone and reported when an

@@ -17,9 +17,11 @@
 
 use std::collections::HashSet;
 
+use super::error::{Result, StoreError};
 use super::lock::{LOG_LOCK, MAX_TRIES, backoff};
+use super::oid::Oid;
 use super::refs::{Applied, Expected, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 use crate::clock::now_ms;
 use crate::event::{Event, FORMAT_VERSION, MAX_CLOCK, MAX_EVENT_BYTES, Record};
 use crate::ids::WriterId;
@@ -97,12 +99,7 @@ impl LogView {
     }
 }
 
-/// Position of a writer's tip: last seq and clock, from its trailers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TipPosition {
-    pub seq: u64,
-    pub clock: u64,
-}
+pub use super::tip::TipPosition;
 
 /// The path of an event inside a log tree.
 pub fn event_path(seq: u64, blob: Oid) -> String {
@@ -596,7 +593,7 @@ impl Store {
     ) -> std::result::Result<(), BadLogCommit> {
         use BadLogCommit as B;
         if (info.committer_name.as_str(), info.committer_email.as_str())
-            != (super::ORCH_NAME, super::ORCH_EMAIL)
+            != (super::repository::ORCH_NAME, super::repository::ORCH_EMAIL)
         {
             return Err(B::ForeignCommitter {
                 name: info.committer_name.clone(),
@@ -950,7 +947,7 @@ pub enum BadEntry {
     Unreadable {
         id: Oid,
         #[source]
-        source: super::GitError,
+        source: super::error::GitError,
     },
     #[error("blob {id} is {size} bytes; an event may be at most {MAX_EVENT_BYTES} bytes")]
     TooLarge { id: Oid, size: u64 },
@@ -1001,7 +998,7 @@ fn parse_entry(repo: &gix::Repository, found: &Found) -> std::result::Result<Rec
     // Sized from its header first: a huge blob is never read.
     let unreadable = |e: gix::Error| B::Unreadable {
         id,
-        source: super::GitError::new(e),
+        source: super::error::GitError::new(e),
     };
     let size = repo.find_header(id).map_err(unreadable)?.size();
     if size > MAX_EVENT_BYTES {

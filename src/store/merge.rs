@@ -6,7 +6,9 @@
 //! returns the conflicting paths and, for text conflicts, the conflicting
 //! hunks, and no tree.
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// One conflicting path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,7 +134,7 @@ impl Store {
                 .map_err(|e| StoreError::git("writing a merged tree", e))?;
             debug_assert_eq!(written, *id);
         }
-        Ok(TreeMerge::Clean(tree))
+        Ok(TreeMerge::Clean(tree.into()))
     }
 
     /// Writes a commit with the given author (name, email, seconds, tz
@@ -146,7 +148,7 @@ impl Store {
     ) -> Result<Oid> {
         self.write_commit_as(
             author,
-            (super::ORCH_NAME, super::ORCH_EMAIL),
+            (super::repository::ORCH_NAME, super::repository::ORCH_EMAIL),
             message,
             tree,
             parents,
@@ -174,8 +176,8 @@ impl Store {
             time: gix::date::Time::now_utc(),
         };
         let commit = gix::objs::Commit {
-            tree,
-            parents: parents.iter().copied().collect(),
+            tree: tree.into(),
+            parents: parents.iter().copied().map(Into::into).collect(),
             author: author_sig,
             committer,
             encoding: None,

@@ -6,8 +6,10 @@
 //! can be regenerated from the log at any time, which is why a lost note race
 //! is simply retried and a missing note is not an error.
 
+use super::error::{Result, StoreError};
+use super::oid::Oid;
 use super::refs::{Applied, Expected, NOTES_REF, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 
 /// The store as gix's notes plumbing reads and writes objects through it:
 /// every tree it writes goes through the journal (see [`super::durable`]).
@@ -28,9 +30,9 @@ impl gix::objs::Write for NoteObjects<'_> {
         &self,
         kind: gix::objs::Kind,
         from: &[u8],
-        _id: Oid,
-    ) -> gix::Result<Oid> {
-        self.0.write_new(kind, from)
+        _id: gix::ObjectId,
+    ) -> gix::Result<gix::ObjectId> {
+        self.0.write_new(kind, from).map(Into::into)
     }
 
     fn write_stream(
@@ -38,10 +40,10 @@ impl gix::objs::Write for NoteObjects<'_> {
         kind: gix::objs::Kind,
         _size: u64,
         from: &mut dyn std::io::Read,
-    ) -> gix::Result<Oid> {
+    ) -> gix::Result<gix::ObjectId> {
         let mut bytes = Vec::new();
         std::io::Read::read_to_end(from, &mut bytes).map_err(gix::Error::from_error)?;
-        self.0.write_new(kind, &bytes)
+        self.0.write_new(kind, &bytes).map(Into::into)
     }
 
     fn write_stream_with_known_id(
@@ -49,8 +51,8 @@ impl gix::objs::Write for NoteObjects<'_> {
         kind: gix::objs::Kind,
         size: u64,
         from: &mut dyn std::io::Read,
-        _id: Oid,
-    ) -> gix::Result<Oid> {
+        _id: gix::ObjectId,
+    ) -> gix::Result<gix::ObjectId> {
         self.write_stream(kind, size, from)
     }
 }
@@ -106,14 +108,14 @@ impl Store {
             Some(commit) => self.commit_info(commit)?.tree,
             None => self.write_empty_tree()?,
         };
-        let mut notes = gix::note::plumbing::State::new(root, &objects)
+        let mut notes = gix::note::plumbing::State::new(root.into(), &objects)
             .map_err(|e| StoreError::git(context(), e))?;
         let blob = self.write_blob(data.as_bytes())?;
         let edit = notes
-            .replace(target, blob, &objects)
+            .replace(target.into(), blob.into(), &objects)
             .map_err(|e| StoreError::git(context(), e))?;
         let parents: Vec<Oid> = tip.into_iter().collect();
-        let commit = self.write_commit("git-orch: note", edit.tree, &parents)?;
+        let commit = self.write_commit("git-orch: note", edit.tree.into(), &parents)?;
         Ok(RefUpdate::set(
             NOTES_REF,
             commit,

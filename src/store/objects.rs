@@ -1,11 +1,13 @@
 //! Plain object access: blobs, trees and commits, by id.
 //!
 //! State commits are written with the fixed orch signature
-//! ([`super::ORCH_NAME`]) so they never depend on the user's identity.
+//! ([`super::repository::ORCH_NAME`]) so they never depend on the user's identity.
 
 use std::path::{Path, PathBuf};
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// One path that differs between two trees.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +106,7 @@ impl Store {
 
     /// The id of the empty tree for this repository's hash kind.
     pub fn empty_tree_id(&self) -> Oid {
-        Oid::empty_tree(self.repo.object_hash())
+        gix::ObjectId::empty_tree(self.repo.object_hash()).into()
     }
 
     /// The empty tree, written to the object database if it is not there.
@@ -114,7 +116,7 @@ impl Store {
         let id = self.empty_tree_id();
         // `Repository::has_object` answers yes for the empty tree whether or
         // not it is stored; ask the object database itself.
-        if !gix::objs::Exists::exists(&self.repo.objects, &id) {
+        if !gix::objs::Exists::exists(&self.repo.objects, id.as_gix()) {
             let written = self
                 .write_new(gix::objs::Kind::Tree, &[])
                 .map_err(|e| StoreError::git("writing the empty tree", e))?;
@@ -139,7 +141,7 @@ impl Store {
         // (Through the store's own lookup, which writes again a tree a
         // prune took from this process.)
         let root = self
-            .find_tree(&base, &mut buf)
+            .find_tree(base.as_gix(), &mut buf)
             .map_err(|e| StoreError::git(format!("reading tree {base}"), e))?
             .into();
         Ok(TreeEditor {
@@ -151,15 +153,15 @@ impl Store {
     /// Writes a commit with the orch signature. Does not move any ref.
     pub fn write_commit(&self, message: &str, tree: Oid, parents: &[Oid]) -> Result<Oid> {
         let sig = gix::actor::Signature {
-            name: super::ORCH_NAME.into(),
-            email: super::ORCH_EMAIL.into(),
+            name: super::repository::ORCH_NAME.into(),
+            email: super::repository::ORCH_EMAIL.into(),
             time: gix::date::Time::now_utc(),
         };
         // Written as a plain object: `Repository::new_commit_as` would read
         // the commit straight back from disk to return it.
         let commit = gix::objs::Commit {
-            tree,
-            parents: parents.iter().copied().collect(),
+            tree: tree.into(),
+            parents: parents.iter().copied().map(Into::into).collect(),
             author: sig.clone(),
             committer: sig,
             encoding: None,
@@ -226,8 +228,8 @@ impl Store {
             .unwrap_or_else(|_| gix::date::Time::new(author.seconds(), 0));
         Ok(CommitInfo {
             id,
-            tree: decoded.tree(),
-            parents: decoded.parents().collect(),
+            tree: decoded.tree().into(),
+            parents: decoded.parents().map(Into::into).collect(),
             message: decoded.message.to_string(),
             time: committer.seconds(),
             author_time: author_at.seconds,
@@ -253,7 +255,9 @@ impl Store {
             .lookup_entry_by_path(path)
             .map_err(|e| StoreError::git(format!("looking up {path} in {commit}"), e))?;
         match entry {
-            Some(entry) if entry.mode().is_blob() => Ok(Some(self.read_blob(entry.object_id())?)),
+            Some(entry) if entry.mode().is_blob() => {
+                Ok(Some(self.read_blob(entry.object_id().into())?))
+            }
             _ => Ok(None),
         }
     }
@@ -288,7 +292,7 @@ impl Store {
         Ok(decoded
             .entries
             .iter()
-            .map(|e| (e.filename.to_string(), e.oid.to_owned(), e.mode.is_tree()))
+            .map(|e| (e.filename.to_string(), e.oid.into(), e.mode.is_tree()))
             .collect())
     }
 
@@ -451,8 +455,10 @@ impl Store {
             }
             out.push(PathChange {
                 path: path.to_string(),
-                old: old.filter(|_| !modes[0].is_tree()),
-                new: new.filter(|_| !modes.last().is_some_and(|m| m.is_tree())),
+                old: old.filter(|_| !modes[0].is_tree()).map(Oid::from),
+                new: new
+                    .filter(|_| !modes.last().is_some_and(|m| m.is_tree()))
+                    .map(Oid::from),
                 symlink: modes.iter().any(|m| m.is_link()),
                 submodule: modes.iter().any(|m| m.is_commit()),
             });
@@ -470,7 +476,7 @@ impl Store {
             return Ok(None);
         };
         match object.peel_to_commit() {
-            Ok(c) => Ok(Some(c.id)),
+            Ok(c) => Ok(Some(c.id.into())),
             Err(_) => Ok(None),
         }
     }
@@ -503,7 +509,11 @@ impl TreeEditor<'_> {
     /// Adds or replaces the blob at `path`.
     pub fn upsert_blob(&mut self, path: &str, id: Oid) -> Result<()> {
         self.inner
-            .upsert(path.split('/'), gix::objs::tree::EntryKind::Blob, id)
+            .upsert(
+                path.split('/'),
+                gix::objs::tree::EntryKind::Blob,
+                gix::ObjectId::from(id),
+            )
             .map_err(|e| {
                 StoreError::git(
                     format!("adding {path} to a tree"),
@@ -528,8 +538,9 @@ impl TreeEditor<'_> {
                     .expect("writing a tree to a Vec cannot fail");
                 let id = store.write_new(gix::objs::Kind::Tree, &bytes)?;
                 store.remember_tree(id, bytes);
-                Ok::<_, gix::Error>(id)
+                Ok::<_, gix::Error>(gix::ObjectId::from(id))
             })
+            .map(Oid::from)
             .map_err(|e| StoreError::git("writing a tree", e))
     }
 }
@@ -565,7 +576,7 @@ impl gix::objs::Find for Store {
                 .recent_trees
                 .lock()
                 .expect("cache lock is never poisoned");
-            if let Some(bytes) = recent.get(id) {
+            if let Some(bytes) = recent.get(&Oid::from(id)) {
                 buffer.clear();
                 buffer.extend_from_slice(bytes);
                 return Ok(Some(gix::objs::Data {
@@ -576,7 +587,7 @@ impl gix::objs::Find for Store {
             }
         }
         // A tree this process wrote and a prune took is written again.
-        self.ensure_present(id.to_owned());
+        self.ensure_present(id.into());
         gix::objs::Find::try_find(&self.repo.objects, id, buffer)
     }
 }

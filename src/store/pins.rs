@@ -17,8 +17,10 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use super::error::Result;
+use super::oid::Oid;
 use super::refs::{Applied, Expected, RefUpdate};
-use super::{Oid, Result, Store};
+use super::repository::Store;
 
 /// Where pins live.
 pub const PINS_PREFIX: &str = "refs/orch-pins/";
@@ -87,7 +89,7 @@ impl Store {
             }
             super::lock::backoff(attempt);
         }
-        Err(super::StoreError::Contention {
+        Err(super::error::StoreError::Contention {
             reference: name,
             attempts: super::lock::MAX_TRIES,
         })

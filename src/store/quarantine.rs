@@ -27,7 +27,9 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 use crate::process::HardenedGit;
 
 /// Where one checkout lives.
@@ -223,7 +225,7 @@ impl Store {
         let tree = self.commit_info(commit)?.tree;
         let mut index = self
             .repo
-            .index_from_tree(&tree)
+            .index_from_tree(tree.as_gix())
             .map_err(|e| StoreError::git(context(), e))?;
         let mut options = self
             .repo
@@ -751,7 +753,7 @@ impl Reader<'_> {
     /// and checked; a walk stops at objects the repository has.
     fn walk(&self, head: Oid) -> std::result::Result<Found, Refusal> {
         let hash = self.store.repo.object_hash();
-        let empty_tree = Oid::empty_tree(hash);
+        let empty_tree = Oid::from(gix::ObjectId::empty_tree(hash));
         let mut found = Found {
             objects: Vec::new(),
             commits: 0,
@@ -807,9 +809,13 @@ impl Reader<'_> {
                         // attempt that started from the target makes.
                         return Err(bad("has no parent: it starts a history of its own".into()));
                     }
-                    queue.push_back((parsed.tree(), gix::objs::Kind::Tree, Some(id.to_string())));
+                    queue.push_back((
+                        parsed.tree().into(),
+                        gix::objs::Kind::Tree,
+                        Some(id.to_string()),
+                    ));
                     for p in parsed.parents() {
-                        queue.push_back((p, gix::objs::Kind::Commit, None));
+                        queue.push_back((p.into(), gix::objs::Kind::Commit, None));
                     }
                     found.commits += 1;
                 }
@@ -843,7 +849,7 @@ impl Reader<'_> {
                             return Err(bad("its entries are not sorted, or repeat".into()));
                         }
                         previous = Some(key);
-                        let child = entry.oid.to_owned();
+                        let child = Oid::from(entry.oid);
                         match kind {
                             gix::objs::tree::EntryKind::Tree => queue.push_back((
                                 child,
@@ -910,7 +916,7 @@ impl Reader<'_> {
             id: hex.clone(),
             why,
         };
-        match self.loose.try_header(&id) {
+        match self.loose.try_header(id.as_gix()) {
             Ok(Some((size, _))) if size > self.limits.object => {
                 return Err(Refusal::TooLarge(format!(
                     "{} bytes in one object ({hex})",
@@ -924,11 +930,11 @@ impl Reader<'_> {
         let mut buf = Vec::new();
         let data = self
             .loose
-            .try_find(&id, &mut buf)
+            .try_find(id.as_gix(), &mut buf)
             .map_err(|e| bad(format!("cannot be read: {e}")))?
             .ok_or_else(missing)?;
         let kind = data.kind;
-        let actual = gix::objs::compute_hash(id.kind(), kind, data.data)
+        let actual = gix::objs::compute_hash(id.as_gix().kind(), kind, data.data)
             .map_err(|e| bad(format!("cannot be hashed: {e}")))?;
         if actual != id {
             return Err(bad(format!("holds an object whose id is {actual}")));
@@ -1055,7 +1061,7 @@ mod tests {
         let mut out = Vec::new();
         for (mode, name, hex) in entries {
             out.extend_from_slice(format!("{mode} {name}\0").as_bytes());
-            out.extend_from_slice(Oid::from_hex(hex.as_bytes()).expect("hex").as_bytes());
+            out.extend_from_slice(Oid::from_hex(hex.as_bytes()).expect("hex").raw_bytes());
         }
         out
     }

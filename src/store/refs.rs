@@ -4,7 +4,9 @@
 //! updates are applied in one gix transaction, so either all of them land or
 //! none does. There is deliberately no way to say "whatever is there".
 
-use super::{Oid, Result, Store, StoreError, full_name, ref_error};
+use super::error::{Result, StoreError, full_name, ref_error};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// The prefix under which all git-orch state lives.
 pub const ORCH_PREFIX: &str = "refs/orch/";
@@ -118,20 +120,22 @@ impl Store {
     fn peeled(&self, r: &mut gix::Reference<'_>, name: &str) -> Result<Oid> {
         let direct = r.target().try_id().map(ToOwned::to_owned);
         let peeled = match direct {
-            Some(id) => self.healing(id, || r.peel_to_id().map(|p| p.detach())),
+            Some(id) => self.healing(id.into(), || r.peel_to_id().map(|p| p.detach())),
             None => r.peel_to_id().map(|p| p.detach()),
         };
         match peeled {
-            Ok(id) => Ok(id),
+            Ok(id) => Ok(id.into()),
             Err(e) => {
-                let message = super::chain(&e);
+                let message = super::error::chain(&e);
                 match direct {
-                    Some(id) if super::is_object_damage(&message) => Err(StoreError::Damaged {
-                        reference: name.to_owned(),
-                        problem: format!(
-                            "it points at {id}, which is missing or unreadable ({message})"
-                        ),
-                    }),
+                    Some(id) if super::error::is_object_damage(&message) => {
+                        Err(StoreError::Damaged {
+                            reference: name.to_owned(),
+                            problem: format!(
+                                "it points at {id}, which is missing or unreadable ({message})"
+                            ),
+                        })
+                    }
                     _ => Err(StoreError::git(format!("resolving {name}"), e)),
                 }
             }
@@ -263,18 +267,18 @@ impl Store {
             let name = full_name(&u.name)?;
             let expected = match u.expected {
                 Expected::Absent => PreviousValue::MustNotExist,
-                Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id)),
+                Expected::At(id) => PreviousValue::MustExistAndMatch(Target::Object(id.into())),
             };
             edits.push(match u.new {
                 Some(new) => RefEdit::update_with_log(
                     name,
-                    Target::Object(new),
+                    Target::Object(new.into()),
                     expected,
                     LogChange {
                         mode: RefLog::AndReference,
                         // (Not in the previous design a benchmark measures.)
                         force_create_reflog: self.durability
-                            != super::durable::Durability::Unsynced,
+                            != super::durability::Durability::Unsynced,
                         message: u.message.clone().into(),
                     },
                 ),
@@ -340,8 +344,8 @@ impl Store {
         // The reflog names the person's identity as git does, or git-orch's
         // own where none is configured (a reflog entry needs one).
         let orch = gix::actor::Signature {
-            name: super::ORCH_NAME.into(),
-            email: super::ORCH_EMAIL.into(),
+            name: super::repository::ORCH_NAME.into(),
+            email: super::repository::ORCH_EMAIL.into(),
             time: gix::date::Time::now_utc(),
         };
         let mut time = gix::date::parse::TimeBuf::default();
@@ -352,7 +356,7 @@ impl Store {
         if let Err(e) = prepared.commit(Some(committer)) {
             return Err(ref_error(&updates[0].name, self.common_dir(), e));
         }
-        if self.durability == super::durable::Durability::Full {
+        if self.durability == super::durability::Durability::Full {
             let refs: Vec<std::path::PathBuf> = updates
                 .iter()
                 .map(|u| self.common_dir().join(&u.name))
@@ -395,7 +399,7 @@ impl Store {
             let mut out = Vec::new();
             for info in walk {
                 let info = info.map_err(|e| StoreError::git("walking commits", e))?;
-                out.push(info.id);
+                out.push(info.id.into());
             }
             Ok(out)
         })
@@ -456,7 +460,7 @@ const LOCK_FOLDER_TRIES: usize = 8;
 /// being made: gix's "another IO error" (a lock another process holds is
 /// a different error, waited for inside gix).
 fn lock_folder_vanished(e: &gix::Error) -> bool {
-    super::chain(e).contains("Another IO error occurred while obtaining the lock")
+    super::error::chain(e).contains("Another IO error occurred while obtaining the lock")
 }
 
 /// Whether preparing a ref update failed because a ref's value was not
@@ -473,7 +477,7 @@ fn is_cas_conflict(e: &gix::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::store::repository::Store;
 
     /// Two commits to point a ref at.
     fn two_commits(store: &Store) -> (Oid, Oid) {
@@ -547,8 +551,8 @@ mod tests {
         use gix::refs::transaction::{LogChange, PreviousValue, RefEdit};
         let stale = RefEdit::update_with_log(
             full_name(name).expect("name"),
-            Target::Object(b),
-            PreviousValue::MustExistAndMatch(Target::Object(a)),
+            Target::Object(b.into()),
+            PreviousValue::MustExistAndMatch(Target::Object(a.into())),
             LogChange::default(),
         );
         let fail = gix::lock::acquire::Fail::Immediately;

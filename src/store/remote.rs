@@ -15,8 +15,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::error::{Result, StoreError};
+use super::oid::Oid;
 use super::refs::REMOTES_PREFIX;
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 
 /// Where claims live.
 pub const CLAIMS_PREFIX: &str = "refs/orch/claims/";

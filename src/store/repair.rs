@@ -16,9 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::error::{Result, StoreError};
 use super::log::LOG_PREFIX;
+use super::oid::Oid;
 use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 
 /// Where repairs put what they move out of git's way.
 const LOST: &str = "lost";
@@ -133,7 +135,7 @@ impl Store {
             .flatten()
             .filter_map(|r| {
                 let id = r.target().try_id()?.to_owned();
-                Some((r.name().as_bstr().to_string(), id))
+                Some((r.name().as_bstr().to_string(), Oid::from(id)))
             })
             .collect())
     }
@@ -143,7 +145,7 @@ impl Store {
     /// opposed to missing ones) are added to `bad`.
     fn unreadable(&self, id: Oid, blobs: bool, bad: &mut BTreeSet<Oid>) -> Option<String> {
         let mut note = |oid: Oid, what: &str, e: StoreError| {
-            let file = super::objects::loose_path(&self.common_dir().join("objects"), &oid);
+            let file = super::objects::loose_path(&self.common_dir().join("objects"), oid.as_gix());
             let there = file.is_file();
             if there {
                 bad.insert(oid);
@@ -176,7 +178,7 @@ impl Store {
                         .map(|d| {
                             d.entries
                                 .iter()
-                                .map(|e| (e.oid.to_owned(), e.mode))
+                                .map(|e| (Oid::from(e.oid), e.mode))
                                 .collect()
                         })
                         .map_err(|e| StoreError::git(format!("decoding tree {tree}"), e))
@@ -391,7 +393,7 @@ impl Store {
         let objects = self.common_dir().join("objects");
         let mut moved = BTreeSet::new();
         for id in &bad {
-            let file = super::objects::loose_path(&objects, id);
+            let file = super::objects::loose_path(&objects, id.as_gix());
             if file.is_file() {
                 let hex = id.to_string();
                 move_aside(

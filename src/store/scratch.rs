@@ -11,8 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
+use super::error::StoreError;
+use super::oid::Oid;
 use super::quarantine::CheckoutPaths;
-use super::{Oid, Store, StoreError};
+use super::repository::Store;
 
 /// The scratch checkout at `scratch` as a checkout: its folder and
 /// git-orch's index of it (`<name>.index` beside it).

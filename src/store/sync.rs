@@ -22,10 +22,12 @@
 //! Nothing is ever force-pushed. A push rejected because the remote moved
 //! meanwhile starts another round.
 
+use super::error::{Result, StoreError};
 use super::lock::{MAX_TRIES, backoff};
 use super::log::{LOG_PREFIX, TipPosition, parse_trailers};
+use super::oid::Oid;
 use super::refs::{Applied, Expected, ORCH_PREFIX, REMOTES_PREFIX, RefUpdate};
-use super::{Oid, Result, Store, StoreError};
+use super::repository::Store;
 use crate::event::MAX_EVENT_BYTES;
 
 /// How many fetch-integrate-push rounds a sync makes before giving up.

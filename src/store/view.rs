@@ -19,7 +19,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Oid, Result, Store, StoreError};
+use super::error::{Result, StoreError};
+use super::oid::Oid;
+use super::repository::Store;
 
 /// Where git keeps the objects of a push in progress.
 #[derive(Debug, Clone, PartialEq, Eq)]

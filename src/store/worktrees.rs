@@ -12,7 +12,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Result, Store, StoreError, full_name};
+use super::error::{Result, StoreError, full_name};
+use super::repository::Store;
 
 /// One registered linked worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,7 +120,7 @@ impl Store {
     pub fn linked_worktree_state(
         &self,
         dir: &Path,
-    ) -> Result<Option<(Vec<String>, Option<super::Oid>)>> {
+    ) -> Result<Option<(Vec<String>, Option<super::oid::Oid>)>> {
         let Some(record) = self.worktree_record(dir) else {
             return Ok(None);
         };
@@ -146,12 +147,12 @@ impl Store {
 
     /// The commit the linked worktree at `dir` is on, from the
     /// repository's record of it; `None` without one.
-    pub fn linked_worktree_head(&self, dir: &Path) -> Option<super::Oid> {
+    pub fn linked_worktree_head(&self, dir: &Path) -> Option<super::oid::Oid> {
         self.record_head(&self.worktree_record(dir)?)
     }
 
     /// The commit the HEAD of a worktree record names.
-    fn record_head(&self, record: &Path) -> Option<super::Oid> {
+    fn record_head(&self, record: &Path) -> Option<super::oid::Oid> {
         let head = std::fs::read_to_string(record.join("HEAD")).ok()?;
         let head = head.trim();
         match head.strip_prefix("ref:") {

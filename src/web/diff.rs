@@ -130,8 +130,7 @@ pub fn render(ctx: &mut Ctx<'_>, run: &str, task: &str, n: u32) -> Result<Markup
         };
         return Ok(page(links, &title, &trail, body));
     };
-    let base = parse(store, &a.base)?;
-    let head = parse(store, &result.commit)?;
+    let (base, head) = (a.base, result.commit);
     let base_info = store.commit_info(base)?;
     let head_info = store.commit_info(head)?;
     let changes = store.diff_trees(base_info.tree, head_info.tree)?;
@@ -148,8 +147,8 @@ pub fn render(ctx: &mut Ctx<'_>, run: &str, task: &str, n: u32) -> Result<Markup
     let body = html! {
         h1 { "Attempt " (n) " of " (task) }
         (facts(&[
-            ("base", html! { code { (text::short(&a.base)) } }),
-            ("result", html! { code { (text::short(&result.commit)) } " on branch " code { (a.branch) } }),
+            ("base", html! { code { (text::short(&a.base.to_string())) } }),
+            ("result", html! { code { (text::short(&result.commit.to_string())) } " on branch " code { (a.branch) } }),
             ("owned globs", html! { @for g in &owned { code { (g) } " " } }),
             ("scope", html! {
                 @if outside == 0 { (badge("pass")) " every changed path is in scope" }
@@ -177,12 +176,6 @@ pub fn render(ctx: &mut Ctx<'_>, run: &str, task: &str, n: u32) -> Result<Markup
         }
     };
     Ok(page(links, &title, &trail, body))
-}
-
-fn parse(store: &Store, hex: &str) -> Result<Oid, PageError> {
-    store
-        .parse_oid(hex)
-        .map_err(|_| PageError::internal(format!("{hex:?} is not an object id")))
 }
 
 fn scope_class(label: &str) -> &'static str {

@@ -94,7 +94,7 @@ fn fragment_of(ctx: &mut Ctx<'_>, run: &RunState) -> Result<Markup, PageError> {
         ),
         (
             "target",
-            html! { (run.target) " from " code { (text::short(&run.base)) } },
+            html! { (run.target) " from " code { (text::short(&run.base.to_string())) } },
         ),
         (
             "started",
@@ -249,7 +249,7 @@ fn queue(ctx: &Ctx<'_>, run: &RunState, plan: &crate::plan::Plan, rows: &[TaskRo
                 tbody {
                     @for (rec, kind) in &judged {
                         tr {
-                            td { code { (text::short(&rec.candidate)) } }
+                            td { code { (text::short(&rec.candidate.to_string())) } }
                             td { (kind) @if *kind != "single" { " of " (rec.attempts.len()) } }
                             td { (rec.attempts.join(", ")) }
                             td { (badge(super::layout::verdict_state(&rec.verdict))) }
@@ -275,7 +275,7 @@ fn queue(ctx: &Ctx<'_>, run: &RunState, plan: &crate::plan::Plan, rows: &[TaskRo
                     }
                 }
                 @for l in &voided {
-                    li { (l.task) " attempt " (l.attempt) ": its landing at " code { (text::short(&l.new)) }
+                    li { (l.task) " attempt " (l.attempt) ": its landing at " code { (text::short(&l.new.to_string())) }
                         " was voided (the target did not move to it); it waited again" }
                 }
             }
@@ -291,8 +291,8 @@ fn queue(ctx: &Ctx<'_>, run: &RunState, plan: &crate::plan::Plan, rows: &[TaskRo
                         tr data-task=(l.task) {
                             td { a href=(links.task(run.id.as_str(), l.task.as_str())) { (l.task) } }
                             td.num { "#" (l.attempt) }
-                            td { (l.target) " → " a href=(links.commit(&l.new)) { code { (text::short(&l.new)) } } }
-                            td { @for c in &l.commits { a.commit href=(links.commit(c)) { code { (text::short(c)) } } " " } }
+                            td { (l.target) " → " a href=(links.commit(&l.new.to_string())) { code { (text::short(&l.new.to_string())) } } }
+                            td { @for c in &l.commits { a.commit href=(links.commit(&c.to_string())) { code { (text::short(&c.to_string())) } } " " } }
                         }
                     }
                 }

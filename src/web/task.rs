@@ -63,9 +63,10 @@ fn fragment_of(ctx: &mut Ctx<'_>, run: &RunState, task: &TaskId) -> Result<Marku
         .into_iter()
         .filter(|e| e.record.event.task() == Some(task))
         .collect();
-    let retry_from = crate::store::Oid::from_hex(run.base.as_bytes())
+    let retry_from = ctx
+        .store
+        .project_config(Some(run.base))
         .ok()
-        .and_then(|base| ctx.store.project_config(Some(base)).ok())
         .and_then(|values| crate::config::Settings::from_values(&values).ok())
         .map(|s| s.retry_from)
         .unwrap_or(crate::config::RetryFrom::Auto);
@@ -222,10 +223,10 @@ fn attempt_card(
                     }
                 }),
                 ("branch", html! { code { (a.branch) } @if a.branch_removed { " (removed)" } }),
-                ("base", html! { code { (text::short(&a.base)) } }),
+                ("base", html! { code { (text::short(&a.base.to_string())) } }),
                 ("result", html! {
                     @if let Some(r) = &a.result {
-                        a href=(links.attempt(run.id.as_str(), task.as_str(), a.n)) { code { (text::short(&r.commit)) } }
+                        a href=(links.attempt(run.id.as_str(), task.as_str(), a.n)) { code { (text::short(&r.commit.to_string())) } }
                         " (" (r.changed) " paths changed)"
                     } @else { "none" }
                 }),

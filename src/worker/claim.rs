@@ -125,7 +125,7 @@ mod tests {
     }
 
     fn commit(n: u8) -> Oid {
-        Oid::from_bytes_or_panic(&[n; 20])
+        format!("{n:02x}").repeat(20).parse().expect("hex")
     }
 
     /// Records the claim `commit` on attempt `attempt` of `what`.
@@ -135,7 +135,7 @@ mod tests {
             run_id,
             what: what.into(),
             attempt,
-            commit: commit.to_string(),
+            commit,
             lease_secs: LEASE_SECS,
             host: "other-host".into(),
             pid: 7,
@@ -181,7 +181,7 @@ mod tests {
         let run_id = h.run_id().clone();
         h.at(20_000).push(Event::ClaimRenewed {
             run_id,
-            commit: commit(1).to_string(),
+            commit: commit(1),
         });
         assert_eq!(at(&h, 1_001 + lease), Decision::Held);
         assert_eq!(at(&h, 20_000 + lease), Decision::Held);
@@ -227,7 +227,7 @@ mod tests {
         let run_id = released.run_id().clone();
         released.push(Event::ClaimReleased {
             run_id,
-            commit: commit(1).to_string(),
+            commit: commit(1),
         });
         assert_eq!(
             free(&released.state(), commit(1), &c, 1_000),

@@ -397,7 +397,7 @@ impl Worker {
                 live.renewed = Instant::now();
                 renew.push(Event::ClaimRenewed {
                     run_id: run.clone(),
-                    commit: live.claim.to_string(),
+                    commit: live.claim,
                 });
             }
         }
@@ -409,7 +409,7 @@ impl Worker {
             *renewed = Instant::now();
             renew.push(Event::ClaimRenewed {
                 run_id: run.clone(),
-                commit: claim.to_string(),
+                commit: *claim,
             });
         }
         if !renew.is_empty() {
@@ -630,7 +630,7 @@ impl Worker {
             run_id: run.id.clone(),
             what: task.to_string(),
             attempt: n,
-            commit: commit.to_string(),
+            commit,
             lease_secs: claim.lease_secs,
             host: claim.host.clone(),
             pid: claim.pid,
@@ -838,7 +838,7 @@ impl Worker {
                 run_id: run.id.clone(),
                 what: QUEUE_CLAIM.into(),
                 attempt: 0,
-                commit: commit.to_string(),
+                commit,
                 lease_secs: claim.lease_secs,
                 host: claim.host,
                 pid: claim.pid,
@@ -869,7 +869,7 @@ impl Worker {
         self.landing_claim = None;
         self.store.append(vec![Event::ClaimReleased {
             run_id: run.clone(),
-            commit: claim.to_string(),
+            commit: claim,
         }])?;
         let run_s = run.to_string();
         match result {
@@ -980,7 +980,7 @@ impl Worker {
         if let Some((run, claim, _)) = self.landing_claim.take() {
             self.store.append(vec![Event::ClaimReleased {
                 run_id: run,
-                commit: claim.to_string(),
+                commit: claim,
             }])?;
         }
         self.sync(report);

@@ -18,6 +18,11 @@ use common::{Sandbox, repo_root};
 
 const REGENERATE: &str = "GIT_ORCH_BLESS=1 cargo test --test it docs_generated";
 
+/// The whole command tree the references are generated from.
+fn tree() -> clap::Command {
+    <git_orch::cli::Cli as clap::CommandFactory>::command()
+}
+
 fn bless() -> bool {
     std::env::var_os("GIT_ORCH_BLESS").is_some_and(|v| !v.is_empty())
 }
@@ -44,7 +49,7 @@ fn first_difference(have: &str, want: &str) -> String {
 #[test]
 fn cli_reference_is_up_to_date() {
     let path = repo_root().join("docs/cli.md");
-    let want = git_orch::cli::manual::cli_reference();
+    let want = git_orch::cli::manual::cli_reference(tree());
     if bless() {
         std::fs::write(&path, &want).expect("write docs/cli.md");
         return;
@@ -82,7 +87,7 @@ fn pages_on_disk(dir: &Path) -> BTreeMap<String, String> {
 #[test]
 fn man_pages_are_up_to_date() {
     let dir = man_dir();
-    let want: BTreeMap<String, String> = git_orch::cli::manual::man_pages()
+    let want: BTreeMap<String, String> = git_orch::cli::manual::man_pages(tree())
         .into_iter()
         .map(|p| (p.file_name, p.text))
         .collect();
@@ -126,6 +131,6 @@ fn the_hidden_debug_command_prints_the_same_reference() {
     let out = sb.orch_ok(sb.path(), &["debug", "cli-reference"]);
     assert_eq!(
         out.trim_end(),
-        git_orch::cli::manual::cli_reference().trim_end()
+        git_orch::cli::manual::cli_reference(tree()).trim_end()
     );
 }

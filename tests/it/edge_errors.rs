@@ -19,11 +19,6 @@ use syn::visit::Visit;
 
 use crate::common::{self, Sandbox, project, stderr};
 
-/// Files below `cli` that still hold `Result<_, String>`, with how many:
-/// known debt, never to grow. `launch.rs` hands the sandbox's errors to
-/// its callers (attempts, gates, the reviewer, the lead) as text.
-const TOLERATED_STRING_RESULTS: [(&str, usize); 1] = [("launch.rs", 3)];
-
 /// What one file's product code holds that only the edge may.
 #[derive(Debug, Default)]
 struct Findings {
@@ -183,9 +178,8 @@ fn findings(src: &Path) -> BTreeMap<String, Findings> {
     out
 }
 
-/// Every breach of the rule in the crate at `src`, one line each; with
-/// `tolerate_debt`, the known debt above is not reported.
-fn breaches(src: &Path, tolerate_debt: bool) -> Vec<String> {
+/// Every breach of the rule in the crate at `src`, one line each.
+fn breaches(src: &Path) -> Vec<String> {
     let mut out = Vec::new();
     for (file, found) in findings(src) {
         for line in &found.hints {
@@ -193,16 +187,10 @@ fn breaches(src: &Path, tolerate_debt: bool) -> Vec<String> {
                 "src/{file}:{line}: a `hint:` line below the CLI; match the error's type in src/cli/error.rs instead"
             ));
         }
-        let tolerated = TOLERATED_STRING_RESULTS
-            .iter()
-            .find(|(f, _)| *f == file)
-            .map_or(0, |(_, n)| *n);
-        if !tolerate_debt || found.string_results.len() > tolerated {
-            for line in &found.string_results {
-                out.push(format!(
-                    "src/{file}:{line}: `Result<_, String>` below the CLI; give the error a type of its situations"
-                ));
-            }
+        for line in &found.string_results {
+            out.push(format!(
+                "src/{file}:{line}: `Result<_, String>` below the CLI; give the error a type of its situations"
+            ));
         }
     }
     out
@@ -211,18 +199,8 @@ fn breaches(src: &Path, tolerate_debt: bool) -> Vec<String> {
 #[test]
 fn below_the_cli_errors_are_typed_and_carry_no_hint_lines() {
     let src = common::repo_root().join("src");
-    let found = breaches(&src, true);
+    let found = breaches(&src);
     assert!(found.is_empty(), "{}", found.join("\n"));
-    // The debt only shrinks: a tolerated count above what is there is
-    // lowered in the same change.
-    let all = findings(&src);
-    for (file, n) in TOLERATED_STRING_RESULTS {
-        let there = all.get(file).map_or(0, |f| f.string_results.len());
-        assert!(
-            there <= n,
-            "src/{file} holds {there} `Result<_, String>`, more than the {n} tolerated"
-        );
-    }
 }
 
 /// A made-up crate under a temp folder: `files` (path under `src`, text).
@@ -269,7 +247,7 @@ fn the_check_finds_hints_and_string_errors_wherever_they_are_written() {
         ),
     ];
     let dir = crate_of(planted);
-    let found = breaches(&dir.path().join("src"), false);
+    let found = breaches(&dir.path().join("src"));
     for (file, _) in planted {
         assert!(
             found.iter().any(|b| b.starts_with(&format!("src/{file}:"))),
@@ -292,7 +270,7 @@ fn the_check_finds_hints_and_string_errors_wherever_they_are_written() {
         ),
     ];
     let dir = crate_of(allowed);
-    let found = breaches(&dir.path().join("src"), false);
+    let found = breaches(&dir.path().join("src"));
     assert!(found.is_empty(), "{found:#?}");
 }
 

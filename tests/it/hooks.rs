@@ -244,10 +244,10 @@ fn the_server_refuses_a_landing_whose_content_leaves_the_owned_globs() {
             task: git_orch::ids::TaskId::new("t0").expect("id"),
             attempt: 1,
             target: "main".into(),
-            old,
-            new: forged.clone(),
+            old: old.parse().expect("hex"),
+            new: forged.parse().expect("hex"),
             strategy: "rebase".into(),
-            commits: vec![forged.clone()],
+            commits: vec![forged.parse().expect("hex")],
         }])
         .expect("append");
     for cache in ["warm", "deleted"] {

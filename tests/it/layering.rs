@@ -19,6 +19,7 @@ fn layers() -> BTreeMap<&'static str, u8> {
     BTreeMap::from([
         ("process", 0),
         ("ids", 0),
+        ("oid", 0),
         ("failpoint", 0),
         ("clock", 0),
         ("event", 1),
@@ -43,19 +44,6 @@ fn layers() -> BTreeMap<&'static str, u8> {
         ("cli", 12),
     ])
 }
-
-/// Parents whose `mod.rs` both holds the types its children share and
-/// calls into them (a dispatcher): their calls into their children are
-/// not counted as edges, so such a parent and its children are no cycle.
-/// Known debt, never to grow: each is to move its shared types into a
-/// file of their own. Any other parent using its child's items while the
-/// child names it back is a cycle.
-const DISPATCHING_PARENTS: [&str; 4] = ["agent/mod.rs", "cli/mod.rs", "run/mod.rs", "store/mod.rs"];
-
-/// gix types `store` re-exports that other modules may still name: known
-/// debt, never to grow (`Oid` is to become a store-owned type). Any other
-/// re-exported gix type used outside `store` is gix use.
-const TOLERATED_GIX_REEXPORTS: [&str; 1] = ["Oid"];
 
 /// A path the code names, with the line it is on.
 #[derive(Debug, Clone)]
@@ -222,6 +210,10 @@ impl<'ast> Visit<'ast> for Source {
         syn::visit::visit_path(self, p);
     }
 
+    /// `pub(super)`, `pub(in crate::x)`: who may see an item, not a use
+    /// of the module named.
+    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         if let Some(last) = m.path.segments.last() {
             self.macros
@@ -313,13 +305,9 @@ fn sources(src: &Path) -> BTreeMap<Vec<String>, (PathBuf, Source)> {
 /// The edges "file A names an item of file B". A parent's `mod child;`
 /// and `pub use child::…` (a re-export) are no edge; a parent that uses
 /// an item of its child is, so a child naming its parent back is a cycle.
+/// No parent is exempt: what a parent's children share lives in a file of
+/// its own, and `mod.rs` only declares, re-exports and dispatches.
 fn file_edges(src: &Path) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
-    edges_with(src, &DISPATCHING_PARENTS)
-}
-
-/// [`file_edges`], with the given parents (paths under `src`) tolerated as
-/// dispatchers.
-fn edges_with(src: &Path, dispatchers: &[&str]) -> BTreeMap<PathBuf, BTreeSet<PathBuf>> {
     let all = sources(src);
     let files: BTreeMap<Vec<String>, PathBuf> = all
         .iter()
@@ -339,8 +327,7 @@ fn edges_with(src: &Path, dispatchers: &[&str]) -> BTreeMap<PathBuf, BTreeSet<Pa
                 let m = module_path(src, target_file);
                 m.len() > own.len() && m.starts_with(own)
             };
-            let dispatcher = dispatchers.iter().any(|d| src.join(d) == *file);
-            if target_file != file && !(descendant && (named.reexport || dispatcher)) {
+            if target_file != file && !(descendant && named.reexport) {
                 to.insert(target_file.clone());
             }
         }
@@ -428,9 +415,8 @@ fn describe_cycles(src: &Path, edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> 
         .collect()
 }
 
-/// Every rule broken in the crate at `src`, one line each; with
-/// `tolerate_debt`, the known debt above is not reported.
-fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
+/// Every rule broken in the crate at `src`, one line each.
+fn violations(src: &Path) -> Vec<String> {
     let layers = layers();
     let all = sources(src);
     // Names other modules would reach gix's types by.
@@ -438,7 +424,6 @@ fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
         .iter()
         .filter(|(m, _)| m.first().is_some_and(|f| f == "store"))
         .flat_map(|(_, (_, s))| s.gix_reexports.iter().cloned())
-        .filter(|name| !(tolerate_debt && TOLERATED_GIX_REEXPORTS.contains(&name.as_str())))
         .collect();
     let mut out = Vec::new();
     for (own_path, (file, source)) in &all {
@@ -522,7 +507,7 @@ fn violations(src: &Path, tolerate_debt: bool) -> Vec<String> {
 #[test]
 fn modules_only_use_lower_layers_and_their_own_tools() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let found = violations(&src, true);
+    let found = violations(&src);
     assert!(
         found.is_empty(),
         "layering violations:\n{}",
@@ -605,7 +590,7 @@ fn the_check_sees_through_strings_test_modules_macros_and_reexports() {
         let mut files = base.to_vec();
         files.push(("plan/mod.rs", code));
         let dir = crate_of(&files);
-        let found = violations(dir.path(), false);
+        let found = violations(dir.path());
         assert!(
             found
                 .iter()
@@ -621,7 +606,7 @@ fn the_check_sees_through_strings_test_modules_macros_and_reexports() {
         "// crate::cli::main()\n/// crate::cli::main()\npub fn m() -> &'static str { \"use crate::cli::x; gix::open\" }\n#[cfg(test)]\nmod tests { fn t() { crate::cli::main(); println!(\"x\"); } }\n#[cfg(not(test))]\npub fn n() {}\n",
     ));
     let dir = crate_of(&files);
-    let found = violations(dir.path(), false);
+    let found = violations(dir.path());
     assert!(
         !found.iter().any(|v| v.contains("plan/mod.rs")),
         "false findings: {found:?}"
@@ -661,7 +646,7 @@ fn cycles_between_siblings_and_between_parent_and_child_are_found() {
     ]);
     let src = parent.path();
     assert_eq!(
-        cycles(&edges_with(src, &[])),
+        cycles(&file_edges(src)),
         vec![vec![src.join("store/log.rs"), src.join("store/mod.rs")]]
     );
     let reexport = crate_of(&[
@@ -675,5 +660,13 @@ fn cycles_between_siblings_and_between_parent_and_child_are_found() {
             "pub fn append() -> super::Error { super::Error }\n",
         ),
     ]);
-    assert!(cycles(&edges_with(reexport.path(), &[])).is_empty());
+    assert!(cycles(&file_edges(reexport.path())).is_empty());
+    // A child's item visible to its parent only (`pub(super)`) names no
+    // module: the parent calling it is no cycle.
+    let visibility = crate_of(&[
+        ("lib.rs", "mod store;\n"),
+        ("store/mod.rs", "mod log;\nfn f() { log::append(); }\n"),
+        ("store/log.rs", "pub(super) fn append() {}\n"),
+    ]);
+    assert!(cycles(&file_edges(visibility.path())).is_empty());
 }

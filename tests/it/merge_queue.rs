@@ -478,9 +478,9 @@ fn verify_accepts_landings_and_refuses_the_rest() {
                     plan_id: git_orch::ids::PlanId::new("proj").expect("id"),
                     revision: 1,
                     plan_hash: hash.to_owned(),
-                    approval: approval_commit.to_owned(),
+                    approval: approval_commit.parse().expect("hex"),
                     target: "main".into(),
-                    base: commit.clone(),
+                    base: commit.parse().expect("hex"),
                     settings,
                     carried: Default::default(),
                     by: None,
@@ -490,10 +490,10 @@ fn verify_accepts_landings_and_refuses_the_rest() {
                     task,
                     attempt: 1,
                     target: "main".into(),
-                    old: commit.clone(),
-                    new: commit.clone(),
+                    old: commit.parse().expect("hex"),
+                    new: commit.parse().expect("hex"),
                     strategy: "rebase".into(),
-                    commits: vec![commit.clone()],
+                    commits: vec![commit.parse().expect("hex")],
                 },
             ])
             .expect("append");
@@ -618,10 +618,10 @@ fn an_interrupted_landing_is_completed_by_the_next_one() {
         task: git_orch::ids::TaskId::new(task).expect("id"),
         attempt: 1,
         target: "main".into(),
-        old: old.into(),
-        new: new.into(),
+        old: old.parse().expect("hex"),
+        new: new.parse().expect("hex"),
         strategy: "rebase".into(),
-        commits: vec![new.into()],
+        commits: vec![new.parse().expect("hex")],
     };
     store
         .append(vec![landed("t0", &tip, &made)])
@@ -652,10 +652,10 @@ fn a_landing_record_whose_target_moved_elsewhere_is_voided_and_lands_again() {
             task: git_orch::ids::TaskId::new("t1").expect("id"),
             attempt: 1,
             target: "main".into(),
-            old: elsewhere.clone(),
-            new: never.clone(),
+            old: elsewhere.parse().expect("hex"),
+            new: never.parse().expect("hex"),
             strategy: "rebase".into(),
-            commits: vec![never.clone()],
+            commits: vec![never.parse().expect("hex")],
         }])
         .expect("append");
     let out = sb.orch(&p.repo, &["merge"]);

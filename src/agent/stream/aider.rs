@@ -28,7 +28,7 @@
 //! the cause, not a sign of an unavailable provider. The model's reply is
 //! printed too and may say anything, so nothing else is read.
 
-use crate::agent::Availability;
+use crate::agent::availability::Availability;
 
 use super::watch::{StreamWatch, Wrapped, class_of_text, shorten};
 

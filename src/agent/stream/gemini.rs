@@ -24,7 +24,7 @@
 
 use serde_json::Value;
 
-use crate::agent::Availability;
+use crate::agent::availability::Availability;
 
 use super::watch::{StreamWatch, Unavailable, class_of_status, class_of_text, shorten};
 

@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use crate::agent::{AgentKind, Availability};
+use crate::agent::availability::Availability;
+use crate::agent::kind::AgentKind;
 
 /// Longest cause kept, in characters.
 const CAUSE_CHARS: usize = 400;
