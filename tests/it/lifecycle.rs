@@ -435,10 +435,23 @@ fn a_landed_attempt_is_cleaned_up_while_the_run_goes_on() {
         }
         found
     };
+    let cleaned = |sb: &Sandbox| -> Vec<String> {
+        events(sb, &p.repo)
+            .into_iter()
+            .filter(|e| e["type"] == "landed" || e["type"] == "workspace_cleaned")
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["type"].as_str().unwrap_or(""),
+                    e["task"].as_str().unwrap_or("")
+                )
+            })
+            .collect()
+    };
     // a lands while b still works, and its branch and worktree go then,
-    // not when the run ends.
+    // not when the run ends; the cleanup is recorded once it is done.
     wait_until(
-        "a's branch and worktree to go while b works",
+        "a's branch and worktree to go, and their cleanup recorded, while b works",
         std::time::Duration::from_secs(60),
         || {
             let branches = attempt_branches(&sb, &p.repo);
@@ -447,21 +460,11 @@ fn a_landed_attempt_is_cleaned_up_while_the_run_goes_on() {
                 && branches[0].contains("/b/")
                 && trees.len() == 1
                 && trees[0].ends_with("b-1")
+                && cleaned(&sb).iter().any(|c| c == "workspace_cleaned a")
         },
     );
     assert!(run.try_wait().expect("wait").is_none(), "the run goes on");
-    let cleaned: Vec<_> = events(&sb, &p.repo)
-        .into_iter()
-        .filter(|e| e["type"] == "landed" || e["type"] == "workspace_cleaned")
-        .map(|e| {
-            format!(
-                "{} {}",
-                e["type"].as_str().unwrap_or(""),
-                e["task"].as_str().unwrap_or("")
-            )
-        })
-        .collect();
-    assert_eq!(cleaned, ["landed a", "workspace_cleaned a"]);
+    assert_eq!(cleaned(&sb), ["landed a", "workspace_cleaned a"]);
     let b = attempt_worktrees(&sb).remove(0);
     std::fs::write(b.join("src/b/go"), "").expect("let b finish");
     assert_eq!(run.wait().expect("run").code(), Some(0));
