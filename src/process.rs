@@ -174,32 +174,13 @@ impl Git {
     /// starts it and exits at once, so no zombie is left to reap), with no
     /// input or output. For housekeeping such as `maintenance run --auto`.
     pub fn spawn_detached(&self, args: &[&str]) -> Result<(), ProcessError> {
-        let mut script = String::from("git -C \"$0\"");
-        for i in 0..args.len() {
-            script.push_str(&format!(" \"${}\"", i + 1));
-        }
-        script.push_str(" >/dev/null 2>&1 </dev/null &");
-        let status = Command::new("sh")
-            .arg("-c")
-            .arg(script)
-            .arg(&self.dir)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .map_err(|source| ProcessError::Spawn {
-                program: "sh".into(),
-                source,
-            })?;
-        if !status.success() {
-            return Err(ProcessError::Failed {
-                command: format!("sh -c 'git {} &'", args.join(" ")),
-                status: status.to_string(),
-                stderr: String::new(),
-            });
-        }
-        Ok(())
+        let mut all: Vec<&OsStr> = vec![OsStr::new("-C"), self.dir.as_os_str()];
+        all.extend(args.iter().map(OsStr::new));
+        start_detached(
+            OsStr::new("git"),
+            &all,
+            &format!("sh -c 'git {} &'", args.join(" ")),
+        )
     }
 
     /// Runs git, requires success and returns stdout with the trailing
@@ -896,11 +877,23 @@ pub fn open_url(url: &str) -> Result<(), ProcessError> {
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "not found on PATH"),
         });
     }
+    start_detached(
+        OsStr::new(&program),
+        &[OsStr::new(url)],
+        &format!("sh -c '{program} <url> &'"),
+    )
+}
+
+/// Starts `program args` in the background, detached from this process:
+/// a shell starts it and exits at once, so no zombie is left for a
+/// long-lived caller to reap, and it gets no input or output. `shown`
+/// names the command in an error.
+fn start_detached(program: &OsStr, args: &[&OsStr], shown: &str) -> Result<(), ProcessError> {
     let status = Command::new("sh")
         .arg("-c")
-        .arg("\"$0\" \"$1\" >/dev/null 2>&1 </dev/null &")
-        .arg(&program)
-        .arg(url)
+        .arg("\"$0\" \"$@\" >/dev/null 2>&1 </dev/null &")
+        .arg(program)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -911,7 +904,7 @@ pub fn open_url(url: &str) -> Result<(), ProcessError> {
         })?;
     if !status.success() {
         return Err(ProcessError::Failed {
-            command: format!("sh -c '{program} <url> &'"),
+            command: shown.to_owned(),
             status: status.to_string(),
             stderr: String::new(),
         });
@@ -953,5 +946,34 @@ mod run_lines_tests {
         .expect("sh runs");
         assert_eq!(code, Some(4));
         assert_eq!(lines, ["one", "two", "three"]);
+    }
+}
+
+#[cfg(test)]
+mod detached_tests {
+    use super::*;
+
+    /// Every argument reaches the program whole, past the ninth too (a
+    /// shell reads `$10` as `$1` and a `0`).
+    #[test]
+    fn a_detached_program_gets_every_argument_whole() {
+        let dir = tempfile::tempdir().expect("temp");
+        let file = dir.path().join("args");
+        let words: Vec<String> = std::iter::once("a b".to_owned())
+            .chain((2..=11).map(|n| n.to_string()))
+            .collect();
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("-c"),
+            OsStr::new("printf '%s\\n' \"$@\" > \"$0.tmp\" && mv \"$0.tmp\" \"$0\""),
+            file.as_os_str(),
+        ];
+        args.extend(words.iter().map(OsStr::new));
+        start_detached(OsStr::new("sh"), &args, "sh").expect("started");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !file.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let got = std::fs::read_to_string(&file).expect("the program ran");
+        assert_eq!(got.lines().collect::<Vec<_>>(), words);
     }
 }

@@ -96,15 +96,16 @@ pub fn run(cli: &GlobalArgs, args: &CleanupArgs) -> CommandResult {
             verb(action)
         ));
     }
+    // What happened to a folder removed whole.
+    let removal = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
     for p in &report.warm_layers {
         out.line(&format!(
-            "warm cache layers {} (their checkout is gone)  {}",
+            "warm cache layers {} (their checkout is gone)  {removal}",
             p.display(),
-            if args.dry_run {
-                "would remove"
-            } else {
-                "removed"
-            }
         ));
     }
     for (run, task, n, p) in &report.missing_folders {
@@ -119,15 +120,7 @@ pub fn run(cli: &GlobalArgs, args: &CleanupArgs) -> CommandResult {
         ));
     }
     for p in &report.empty_folders {
-        out.line(&format!(
-            "empty folder {}  {}",
-            p.display(),
-            if args.dry_run {
-                "would remove"
-            } else {
-                "removed"
-            }
-        ));
+        out.line(&format!("empty folder {}  {removal}", p.display()));
     }
     for p in &report.orphan_folders {
         out.line(&format!(
