@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
-use crate::common::{self, Sandbox, project, stderr};
+use crate::common::{self, Sandbox, item_attrs, project, stderr, test_only};
 
 /// What one file's product code holds that only the edge may.
 #[derive(Debug, Default)]
@@ -26,31 +26,6 @@ struct Findings {
     hints: Vec<usize>,
     /// Lines of `Result<_, String>` types.
     string_results: Vec<usize>,
-}
-
-/// Whether an item is compiled only for tests (`#[cfg(test)]`).
-fn test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
-    })
-}
-
-fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
-    use syn::Item::*;
-    match item {
-        Const(i) => &i.attrs,
-        Enum(i) => &i.attrs,
-        Fn(i) => &i.attrs,
-        Impl(i) => &i.attrs,
-        Macro(i) => &i.attrs,
-        Mod(i) => &i.attrs,
-        Static(i) => &i.attrs,
-        Struct(i) => &i.attrs,
-        Trait(i) => &i.attrs,
-        Type(i) => &i.attrs,
-        Use(i) => &i.attrs,
-        _ => &[],
-    }
 }
 
 /// A hint line in a string's value: `hint:` after a line break.

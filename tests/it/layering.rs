@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::common::{item_attrs, test_only};
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::Visit;
 
@@ -64,36 +65,6 @@ struct Source {
     children: Vec<String>,
     /// `pub use gix::…` names: the name other modules would use.
     gix_reexports: Vec<String>,
-}
-
-/// Whether an item is compiled only for tests (`#[cfg(test)]`, not
-/// `#[cfg(not(test))]`).
-fn test_only(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test")
-    })
-}
-
-fn item_attrs(item: &syn::Item) -> &[syn::Attribute] {
-    use syn::Item::*;
-    match item {
-        Const(i) => &i.attrs,
-        Enum(i) => &i.attrs,
-        ExternCrate(i) => &i.attrs,
-        Fn(i) => &i.attrs,
-        ForeignMod(i) => &i.attrs,
-        Impl(i) => &i.attrs,
-        Macro(i) => &i.attrs,
-        Mod(i) => &i.attrs,
-        Static(i) => &i.attrs,
-        Struct(i) => &i.attrs,
-        Trait(i) => &i.attrs,
-        TraitAlias(i) => &i.attrs,
-        Type(i) => &i.attrs,
-        Union(i) => &i.attrs,
-        Use(i) => &i.attrs,
-        _ => &[],
-    }
 }
 
 /// `a::{b, c::{d, e as f}}` → `a::b`, `a::c::d`, `a::c::e` (with the
