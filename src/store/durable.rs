@@ -68,6 +68,11 @@ const CHECKS: [Duration; 5] = [
 const TICK: Duration = Duration::from_millis(5);
 /// Rounds of checking and writing again before giving up.
 const HEAL_ROUNDS: u32 = 12;
+/// How often a read of an object that looks missing is tried again, over
+/// about 60 ms, when this process cannot write it again: long enough for
+/// a `git repack -d` to finish deleting the pack it moved the object out
+/// of (see [`Store::healing`]).
+const REPACK_RETRIES: u32 = 6;
 /// How often a write whose fan-out folder vanished is tried again.
 const WRITE_TRIES: u32 = 8;
 
@@ -779,12 +784,20 @@ impl Store {
         .is_ok_and(|n| n > 0)
     }
 
-    /// Runs a read of `id`; if it fails and this process can write `id`
-    /// again ([`Store::recover_object`]), runs it once more.
+    /// Runs a read of `id`; if it fails because `id` is missing, runs it
+    /// again: at once and a few times more when anyone may have written
+    /// it, for as long as it takes when this process can write it again
+    /// ([`Store::recover_object`]).
     ///
-    /// A prune that began its walk before the ref update may still be at
-    /// work and delete it again before it is read: written again and read
-    /// again, with growing pauses, until it stays.
+    /// Two things make an object look missing. A prune that began its
+    /// walk before the ref update may still be at work and delete it
+    /// again before it is read: written again and read again, with
+    /// growing pauses, until it stays. And a `git repack -a -d` beside
+    /// the read moves it to a new pack and deletes the old one: gix, which
+    /// found it in the old pack's index, now and then answers "not found"
+    /// for an object that sits in the new pack (about one run in forty
+    /// beside a looped repack, under load). git reads its pack folder
+    /// again and tries once more on any miss; so does this.
     pub(super) fn healing<T, E: std::fmt::Display>(
         &self,
         id: Oid,
@@ -796,7 +809,7 @@ impl Store {
                 Err(e)
                     if round < HEAL_ROUNDS
                         && is_missing(&e.to_string())
-                        && self.recover_object(id) =>
+                        && (self.recover_object(id) || round < REPACK_RETRIES) =>
                 {
                     pause(round);
                     round += 1;
@@ -816,6 +829,50 @@ impl Store {
                 return;
             }
             pause(round);
+        }
+    }
+
+    /// gix's lookup of `id` into `buffer`, looked up again when it says
+    /// "not found" as [`Store::healing`] does: for the reads gix makes
+    /// inside, through [`gix::objs::Find`] (the tree editor's).
+    pub(super) fn find_retrying<'a>(
+        &self,
+        id: &gix::hash::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'a>>> {
+        let mut round = 0;
+        let found = loop {
+            self.ensure_present(id.into());
+            // Only what the found object says is kept, so that `buffer`
+            // is free for the next round; its bytes are `buffer` itself.
+            let found = gix::objs::Find::try_find(&self.repo.objects, id, buffer)?.map(|d| {
+                (
+                    d.kind,
+                    d.object_hash,
+                    d.data.as_ptr() as usize,
+                    d.data.len(),
+                )
+            });
+            match found {
+                None if round < REPACK_RETRIES => {
+                    pause(round);
+                    round += 1;
+                }
+                found => break found,
+            }
+        };
+        match found {
+            None => Ok(None),
+            Some((kind, object_hash, at, len)) if at == buffer.as_ptr() as usize => {
+                Ok(Some(gix::objs::Data {
+                    kind,
+                    object_hash,
+                    data: &buffer[..len],
+                }))
+            }
+            // Not in `buffer` after all (no store gix has does this): ask
+            // once more and hand its answer on as it is.
+            Some(_) => gix::objs::Find::try_find(&self.repo.objects, id, buffer),
         }
     }
 

@@ -586,8 +586,8 @@ impl gix::objs::Find for Store {
                 }));
             }
         }
-        // A tree this process wrote and a prune took is written again.
-        self.ensure_present(id.into());
-        gix::objs::Find::try_find(&self.repo.objects, id, buffer)
+        // A tree this process wrote and a prune took is written again; one
+        // a repack is moving is looked up again.
+        self.find_retrying(id, buffer)
     }
 }
