@@ -45,7 +45,9 @@ fn a_run_on_a_disk_that_fills_up_stops_at_once_and_resumes_once_space_is_freed()
     std::fs::create_dir_all(&small).expect("mkdir");
     std::fs::create_dir_all(&out).expect("mkdir");
     // Every agent does its work; t0's first attempt also fills the disk
-    // (with a file outside the repository) and notes when it was full.
+    // (with a file outside the repository), noting first when it began: a
+    // run that stops at once may stop this agent before it could note
+    // anything after.
     p.script(
         "default",
         "run sh -c \"mkdir -p src/$ORCH_TASK && echo yes > src/$ORCH_TASK/done\"\n",
@@ -53,9 +55,9 @@ fn a_run_on_a_disk_that_fills_up_stops_at_once_and_resumes_once_space_is_freed()
     p.script(
         "t0.1",
         &format!(
-            "run sh -c \"head -c 100000000 /dev/zero > {fill} 2>/dev/null; date +%s%N > {filled}; true\"\nwrite src/t0/done yes\n",
+            "run sh -c \"date +%s%N > {filling}; head -c 100000000 /dev/zero > {fill} 2>/dev/null; true\"\nwrite src/t0/done yes\n",
             fill = small.join("fill").display(),
-            filled = out.join("filled").display(),
+            filling = out.join("filling").display(),
         ),
     );
     let script = format!(
@@ -92,12 +94,12 @@ git fsck --full --no-dangling > "$out/gitfsck.out" 2>&1; echo $? > "$out/gitfsck
     assert_eq!(read(&out, "first.code"), "74", "{first_err}");
     assert!(first_err.contains("the disk is full"), "{first_err}");
     assert!(first_err.contains("free space"), "{first_err}");
-    let filled: u128 = read(&out, "filled").parse().expect("time");
+    let filling: u128 = read(&out, "filling").parse().expect("time");
     let stopped: u128 = read(&out, "stopped").parse().expect("time");
-    let took_ms = (stopped - filled) / 1_000_000;
+    let took_ms = (stopped - filling) / 1_000_000;
     assert!(
         took_ms < 5_000,
-        "stopped {took_ms} ms after the disk filled"
+        "stopped {took_ms} ms after the disk began to fill"
     );
     assert!(
         first_err.lines().count() < 60,

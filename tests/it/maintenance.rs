@@ -622,10 +622,37 @@ fn looped_beside_a_run(command: &[&str]) {
         eprintln!("{what}: {during} rounds beside the run");
         assert_landed_once(&sb, &p.repo, &ids, &what);
         let (code, report) = fsck_json(&sb, &p.repo);
-        assert_eq!(code, Some(0), "{what}: {report:#}");
+        assert_eq!(
+            code,
+            Some(0),
+            "{what}: {report:#}\n{}",
+            keep_per_git(&sb, &p.repo, &report)
+        );
         let failures = sb.fsck_failures();
         assert!(failures.is_empty(), "{what}: {}", failures.join("\n"));
     }
+}
+
+/// For a failure's message: what git says of each commit an fsck
+/// `keep` finding names, so a commit the keep ref lost is told from one
+/// git-orch's walk failed to find.
+fn keep_per_git(sb: &Sandbox, repo: &Path, report: &serde_json::Value) -> String {
+    let mut out = String::new();
+    for f in report["findings"].as_array().into_iter().flatten() {
+        if f["check"] != "keep" {
+            continue;
+        }
+        let subject = f["subject"].as_str().unwrap_or_default();
+        let o = sb.git_output(
+            repo,
+            &["merge-base", "--is-ancestor", subject, "refs/orch/keep"],
+        );
+        out.push_str(&format!(
+            "git merge-base --is-ancestor {subject} refs/orch/keep: exit {:?}\n",
+            o.status.code()
+        ));
+    }
+    out
 }
 
 /// For a failure's message: whether each object id `text` names is in

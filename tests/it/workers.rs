@@ -488,10 +488,36 @@ fn a_driver_on_a_synced_clone_leaves_the_workers_run_and_its_live_attempts_alone
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
-/// Three workers on one bare remote, thirty runs one after another: every
-/// run finishes with each task landed once.
+/// Three workers on one bare remote, thirty runs: every run finishes with
+/// each task landed once. The runs go in three rows of ten, each row one
+/// run after another on its own remote, the rows side by side: this is the
+/// suite's longest test, and it comes last.
 #[test]
 fn three_workers_land_every_task_of_thirty_runs_exactly_once() {
+    let reps: usize = std::env::var("ORCH_WORKER_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let rows = 3;
+    let rows: Vec<_> = (0..rows)
+        .map(|i| {
+            let n = reps / rows + usize::from(i < reps % rows);
+            std::thread::spawn(move || three_workers_land_runs_in_a_row(n))
+        })
+        .collect();
+    for row in rows {
+        if let Err(panic) = row.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// `reps` runs of three tasks, one after another, each worked through by
+/// three workers on one bare remote until it is done.
+fn three_workers_land_runs_in_a_row(reps: usize) {
+    if reps == 0 {
+        return;
+    }
     let mut sb = Sandbox::new();
     let (bare, a, _first) = shared_run(&mut sb, 3);
     let scripts = sb.path().join("scripts");
@@ -503,10 +529,6 @@ fn three_workers_land_every_task_of_thirty_runs_exactly_once() {
     let b = clone(&sb, &bare, "b");
     let c = clone(&sb, &bare, "c");
     let args = ["--agent", "fake", "--cap", "2", "--until-done"];
-    let reps: usize = std::env::var("ORCH_WORKER_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(30);
     for rep in 0..reps {
         if rep > 0 {
             sb.orch_ok(&a, &["sync"]);
