@@ -888,8 +888,7 @@ fn panic_message(e: tokio::task::JoinError) -> String {
 
 /// The attempts that have passed and wait to land.
 fn waiting_set(run: &RunState) -> Vec<(TaskId, u32)> {
-    run.attempts()
-        .filter(|(_, a)| a.is_queued())
+    run.waiting_to_land()
         .map(|(t, a)| (t.clone(), a.n))
         .collect()
 }

@@ -528,6 +528,17 @@ impl RunState {
             .flat_map(|(t, s)| s.attempts.iter().map(move |a| (t, a)))
     }
 
+    /// Each task's current attempt, when it has passed and waits to land:
+    /// what the merge queue lands. An older attempt that passed never
+    /// lands, so nothing waits for it: a worker frozen past its lease can
+    /// finish an attempt after another worker took the task over and
+    /// landed a newer one.
+    pub fn waiting_to_land(&self) -> impl Iterator<Item = (&TaskId, &AttemptState)> {
+        self.tasks
+            .iter()
+            .filter_map(|(t, s)| s.current().filter(|a| a.is_queued()).map(|a| (t, a)))
+    }
+
     fn attempt_mut(&mut self, task: &TaskId, n: u32) -> Option<&mut AttemptState> {
         self.tasks
             .get_mut(task)?
@@ -1154,6 +1165,34 @@ mod tests {
 
     fn task_of(h: &History) -> TaskState {
         h.state().tasks[&task("t")].clone()
+    }
+
+    /// A worker frozen past its lease finishes attempt 1 after another
+    /// took the task over, recorded attempt 1 abandoned and landed attempt
+    /// 2. The frozen worker's clock had not seen those records, so its
+    /// pass comes first in the log's order and the abandon, a second end,
+    /// is not taken. Attempt 1 passed, but nothing waits for it, so the
+    /// run can finish (workers used to claim the queue for it forever).
+    #[test]
+    fn a_superseded_attempt_that_passed_late_waits_for_nothing() {
+        let mut h = History::started(settings());
+        h.created("t", 1, "fake")
+            .finished("t", 1, Outcome::Passed, None)
+            .finished("t", 1, Outcome::Abandoned, None)
+            .created("t", 2, "fake")
+            .finished("t", 2, Outcome::Passed, None)
+            .landed("t", 2);
+        let run = h.state();
+        assert!(run.tasks[&task("t")].attempts[0].is_queued());
+        assert_eq!(run.tasks[&task("t")].status(1), TaskStatus::Done);
+        assert_eq!(run.waiting_to_land().count(), 0);
+        // Its current attempt passed and not landed yet: that one waits.
+        let mut h = History::started(settings());
+        h.created("t", 1, "fake")
+            .finished("t", 1, Outcome::Passed, None);
+        let run = h.state();
+        let waiting: Vec<u32> = run.waiting_to_land().map(|(_, a)| a.n).collect();
+        assert_eq!(waiting, vec![1]);
     }
 
     #[test]

@@ -766,7 +766,7 @@ impl Worker {
         runs.values().any(|r| {
             r.finished.is_none()
                 && !self.skipped.contains_key(&r.id)
-                && r.attempts().any(|(_, a)| a.writer == me && a.is_queued())
+                && r.waiting_to_land().any(|(_, a)| a.writer == me)
         })
     }
 
@@ -787,7 +787,7 @@ impl Worker {
             if self.skipped.contains_key(&run.id) {
                 continue;
             }
-            let queued = run.attempts().any(|(_, a)| a.is_queued());
+            let queued = run.waiting_to_land().next().is_some();
             if !queued {
                 continue;
             }
@@ -936,7 +936,8 @@ impl Worker {
             // Nothing can start, nothing runs anywhere, nothing waits to
             // land: what is left is failed, cancelled, skipped or blocked.
             let all_ended = ready_tasks(run, plan).is_empty()
-                && !run.attempts().any(|(_, a)| a.is_open() || a.is_queued());
+                && !run.attempts().any(|(_, a)| a.is_open())
+                && run.waiting_to_land().next().is_none();
             if !all_ended {
                 continue;
             }
