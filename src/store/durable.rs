@@ -22,13 +22,20 @@
 //!   ([`Store::recover_object`], [`Store::retrying`]), and a command that
 //!   saw a prune at work waits out the grace period before it ends
 //!   ([`Store::settle`]).
+//!
+//!   An object counts as published when a ref update of the store (or
+//!   thread) that wrote it moved: another thread's update, meanwhile, names
+//!   none of it, and its grace period would run out before the object's own
+//!   ref moved (an attempt's result is taken in and named seconds apart
+//!   under load). What no update of its writer published is published at
+//!   the writer's end ([`Store`]'s drop, or the command's).
 //! * **`git prune --expire=…`** removes empty fan-out folders
 //!   (`objects/xx/`), also the one gix just made for an object it is about
 //!   to rename into place: the write is retried.
 //!
 //! The journal is shared by every store of this process that opened the
-//! same repository, because one operation's objects may be written by one
-//! thread's store and made reachable by another's ref update.
+//! same repository: any of them that reads an object another wrote may
+//! have to write it again.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -83,6 +90,32 @@ struct Written {
     kind: gix::objs::Kind,
     /// Its bytes, to write it again; `None` when too large to keep.
     data: Option<Arc<[u8]>>,
+    /// Whose ref update publishes it.
+    owner: Owner,
+}
+
+/// Who wrote a pending object: the store, and the thread it wrote on.
+/// The next ref update of either is the one that makes it reachable (an
+/// operation writes its objects and moves its refs through one store, on
+/// one thread; a store handed to another thread, or a nested store on the
+/// same one, is still matched by the other half).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Owner {
+    store: u64,
+    thread: std::thread::ThreadId,
+}
+
+impl Owner {
+    fn publishes(self, w: &Written) -> bool {
+        w.owner.store == self.store || w.owner.thread == self.thread
+    }
+}
+
+/// A store that goes publishes what it wrote and never published.
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.release_pending();
+    }
 }
 
 /// Objects of one repository that this process wrote: those no ref may
@@ -117,6 +150,17 @@ impl Journal {
 
     fn forget(&mut self, w: &Written) {
         self.kept_bytes -= w.data.as_ref().map_or(0, |d| d.len());
+    }
+
+    /// Moves the pending objects `which` picks to the first check, as
+    /// published at `now`; returns them.
+    fn publish(&mut self, now: Instant, which: impl Fn(&Written) -> bool) -> Vec<Written> {
+        let (mine, others): (Vec<Written>, Vec<Written>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(which);
+        self.pending = others;
+        self.stages[0].extend(mine.iter().cloned().map(|w| (now, w)));
+        mine
     }
 
     fn published(&self) -> impl Iterator<Item = &Written> {
@@ -433,7 +477,12 @@ fn ensure_healer() {
 /// is gone. Costs nothing otherwise.
 pub fn settle_all() -> Result<(), StoreError> {
     let suspects: Vec<PathBuf> = {
-        let all = journals().lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = journals().lock().unwrap_or_else(|e| e.into_inner());
+        // What its writer never published is as published as it will be.
+        let now = Instant::now();
+        for j in all.values_mut() {
+            j.publish(now, |_| true);
+        }
         all.iter()
             .filter(|(dir, j)| {
                 let maintaining = dir.join("maintenance.lock").exists()
@@ -500,11 +549,17 @@ impl Store {
         }
         let durability = self.durability;
         let hash = self.repo.object_hash();
+        let owner = self.owner();
         let overflow = with_journal(&objects, |j| {
             j.durability = Some(durability);
             j.hash = Some(hash);
             let data = j.keep(bytes);
-            j.pending.push(Written { id, kind, data });
+            j.pending.push(Written {
+                id,
+                kind,
+                data,
+                owner,
+            });
             if durability == Durability::Full
                 && file.is_some()
                 && let Some(folder) = path.parent()
@@ -642,16 +697,38 @@ impl Store {
         }
         let objects = self.objects_dir();
         let now = Instant::now();
-        let published = with_journal(&objects, |j| {
-            let published = std::mem::take(&mut j.pending);
-            j.stages[0].extend(published.iter().cloned().map(|w| (now, w)));
-            published
-        });
+        let owner = self.owner();
+        let published = with_journal(&objects, |j| j.publish(now, |w| owner.publishes(w)));
         if published.is_empty() {
             return Ok(());
         }
         ensure_healer();
         self.heal(&objects, &published)
+    }
+
+    /// This store, on this thread, as the writer of objects.
+    fn owner(&self) -> Owner {
+        Owner {
+            store: self.id,
+            thread: std::thread::current().id(),
+        }
+    }
+
+    /// For a store that goes: what it wrote and never published is
+    /// published now (a ref update of another store may have named it), so
+    /// it is checked through the grace period instead of never.
+    fn release_pending(&self) {
+        if !self.journaled() {
+            return;
+        }
+        let store = self.id;
+        let now = Instant::now();
+        let released = with_journal(&self.objects_dir(), |j| {
+            !j.publish(now, |w| w.owner.store == store).is_empty()
+        });
+        if released {
+            ensure_healer();
+        }
     }
 
     /// Writes again every one of `objects` that no longer exists, until a
@@ -1042,5 +1119,52 @@ mod tests {
         }
         assert_eq!(store.read_blob(blob).expect("read"), b"precious\n");
         assert!(store.healed_objects() >= 3);
+    }
+
+    /// Objects are published by their writer's own ref update, not by
+    /// another store's on another thread: an attempt's result is taken in
+    /// seconds before its branch names it, while the driver's other
+    /// threads move refs. Counted from that other update, the grace period
+    /// ran out first, and a prune that took the objects after the branch
+    /// moved left it naming a missing commit.
+    #[test]
+    fn another_writers_ref_update_does_not_start_an_objects_grace_period() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::init_for_tests(dir.path());
+        let blob = store.write_blob(b"result\n").expect("blob");
+        let tree = store.write_tree(&[("r", blob)]).expect("tree");
+        let commit = store.write_commit("result", tree, &[]).expect("commit");
+        let path = dir.path().to_owned();
+        std::thread::spawn(move || {
+            let other = Store::open(&path).expect("open");
+            let tree = other.write_tree(&[]).expect("tree");
+            let mine = other.write_commit("other", tree, &[]).expect("commit");
+            let update = super::super::refs::RefUpdate::set(
+                "refs/orch/test-other",
+                mine,
+                super::super::refs::Expected::Absent,
+                "other",
+            );
+            other.apply(&[update]).expect("apply");
+        })
+        .join()
+        .expect("other writer");
+        std::thread::sleep(GRACE + Duration::from_millis(100));
+        // A prune whose walk began before the branch moved deletes them
+        // just as it moves.
+        let objects = dir.path().join(".git/objects");
+        for id in [blob, tree, commit] {
+            std::fs::remove_file(loose_path(&objects, id.as_gix())).expect("delete");
+        }
+        let update = super::super::refs::RefUpdate::set(
+            "refs/orch/test",
+            commit,
+            super::super::refs::Expected::Absent,
+            "test",
+        );
+        store.apply(&[update]).expect("apply");
+        for id in [blob, tree, commit] {
+            assert!(loose_path(&objects, id.as_gix()).is_file(), "{id} is back");
+        }
     }
 }

@@ -68,6 +68,16 @@ pub struct Store {
     pub(super) durability: Durability,
     /// [`ODB_GENERATION`] when this store was opened.
     pub(super) generation: u64,
+    /// This store among the process's, as a writer of objects the journal
+    /// keeps until a ref update of this store publishes them (see
+    /// [`super::durable`]).
+    pub(super) id: u64,
+}
+
+/// A number for each store this process opens ([`Store::id`]).
+fn next_store_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Store {
@@ -229,6 +239,7 @@ impl Store {
             object_view: None,
             durability,
             generation: odb_generation(),
+            id: next_store_id(),
         })
     }
 
@@ -303,6 +314,7 @@ impl Store {
             object_view: self.object_view.clone(),
             durability: self.durability,
             generation: self.generation,
+            id: next_store_id(),
         }
     }
 

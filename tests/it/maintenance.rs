@@ -625,8 +625,9 @@ fn looped_beside_a_run(command: &[&str]) {
         assert_eq!(
             code,
             Some(0),
-            "{what}: {report:#}\n{}",
-            keep_per_git(&sb, &p.repo, &report)
+            "{what}: {report:#}\n{}\ngit fsck: {}",
+            keep_per_git(&sb, &p.repo, &report),
+            sb.fsck_failures().join("\n")
         );
         let failures = sb.fsck_failures();
         assert!(failures.is_empty(), "{what}: {}", failures.join("\n"));
