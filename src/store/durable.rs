@@ -1094,30 +1094,51 @@ mod tests {
         assert!(!starting_orders(&dir.path().join("not-there")));
     }
 
+    /// A blob, a tree holding it and a commit of that tree, written by
+    /// `store`: what an operation publishes.
+    fn blob_tree_commit(store: &Store, text: &str) -> [Oid; 3] {
+        let blob = store.write_blob(text.as_bytes()).expect("blob");
+        let tree = store.write_tree(&[("f", blob)]).expect("tree");
+        let commit = store.write_commit(text, tree, &[]).expect("commit");
+        [blob, tree, commit]
+    }
+
+    /// Deletes loose objects, as a prune does.
+    fn prune(objects: &Path, ids: &[Oid]) {
+        for id in ids {
+            std::fs::remove_file(loose_path(objects, id.as_gix())).expect("delete");
+        }
+    }
+
+    /// Makes `name` (new) point at `commit`.
+    fn publish_at(store: &Store, name: &str, commit: Oid) {
+        let update = super::super::refs::RefUpdate::set(
+            name,
+            commit,
+            super::super::refs::Expected::Absent,
+            "test",
+        );
+        store.apply(&[update]).expect("apply");
+    }
+
+    fn assert_back(objects: &Path, ids: &[Oid]) {
+        for id in ids {
+            assert!(loose_path(objects, id.as_gix()).is_file(), "{id} is back");
+        }
+    }
+
     /// An object deleted after the ref that names it moved is written
     /// again by the next check, from memory.
     #[test]
     fn vanished_objects_are_written_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::init_for_tests(dir.path());
-        let blob = store.write_blob(b"precious\n").expect("blob");
-        let tree = store.write_tree(&[("p", blob)]).expect("tree");
-        let commit = store.write_commit("c", tree, &[]).expect("commit");
+        let ids = blob_tree_commit(&store, "precious\n");
         let objects = dir.path().join(".git/objects");
-        for id in [blob, tree, commit] {
-            std::fs::remove_file(loose_path(&objects, id.as_gix())).expect("delete");
-        }
-        let update = super::super::refs::RefUpdate::set(
-            "refs/orch/test",
-            commit,
-            super::super::refs::Expected::Absent,
-            "test",
-        );
-        store.apply(&[update]).expect("apply");
-        for id in [blob, tree, commit] {
-            assert!(loose_path(&objects, id.as_gix()).is_file(), "{id} is back");
-        }
-        assert_eq!(store.read_blob(blob).expect("read"), b"precious\n");
+        prune(&objects, &ids);
+        publish_at(&store, "refs/orch/test", ids[2]);
+        assert_back(&objects, &ids);
+        assert_eq!(store.read_blob(ids[0]).expect("read"), b"precious\n");
         assert!(store.healed_objects() >= 3);
     }
 
@@ -1131,21 +1152,12 @@ mod tests {
     fn another_writers_ref_update_does_not_start_an_objects_grace_period() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::init_for_tests(dir.path());
-        let blob = store.write_blob(b"result\n").expect("blob");
-        let tree = store.write_tree(&[("r", blob)]).expect("tree");
-        let commit = store.write_commit("result", tree, &[]).expect("commit");
+        let ids = blob_tree_commit(&store, "result\n");
         let path = dir.path().to_owned();
         std::thread::spawn(move || {
             let other = Store::open(&path).expect("open");
-            let tree = other.write_tree(&[]).expect("tree");
-            let mine = other.write_commit("other", tree, &[]).expect("commit");
-            let update = super::super::refs::RefUpdate::set(
-                "refs/orch/test-other",
-                mine,
-                super::super::refs::Expected::Absent,
-                "other",
-            );
-            other.apply(&[update]).expect("apply");
+            let [_, _, commit] = blob_tree_commit(&other, "other\n");
+            publish_at(&other, "refs/orch/test-other", commit);
         })
         .join()
         .expect("other writer");
@@ -1153,18 +1165,8 @@ mod tests {
         // A prune whose walk began before the branch moved deletes them
         // just as it moves.
         let objects = dir.path().join(".git/objects");
-        for id in [blob, tree, commit] {
-            std::fs::remove_file(loose_path(&objects, id.as_gix())).expect("delete");
-        }
-        let update = super::super::refs::RefUpdate::set(
-            "refs/orch/test",
-            commit,
-            super::super::refs::Expected::Absent,
-            "test",
-        );
-        store.apply(&[update]).expect("apply");
-        for id in [blob, tree, commit] {
-            assert!(loose_path(&objects, id.as_gix()).is_file(), "{id} is back");
-        }
+        prune(&objects, &ids);
+        publish_at(&store, "refs/orch/test", ids[2]);
+        assert_back(&objects, &ids);
     }
 }
