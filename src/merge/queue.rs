@@ -363,6 +363,17 @@ impl Queue {
         let mut entries = entries;
         for _round in 0..MAX_ROUNDS {
             self.follow_remote().await?;
+            // With a remote, its records are taken in after its target:
+            // a landing pushes both at once, so every landing the fetched
+            // target holds has its record here, and one another lander
+            // made since `entries` were read is never taken for a landing
+            // whose record a crash lost (and recorded a second time).
+            if self.remote.is_some() {
+                entries = self.still_waiting(entries).await?;
+                if entries.is_empty() {
+                    return Ok(());
+                }
+            }
             let (tip, stack, conflict) = self.build_stack(&entries).await?;
             if let Some((e, conflicts)) = conflict {
                 self.record_conflict(&e, &conflicts).await?;
@@ -448,11 +459,14 @@ impl Queue {
                 }
                 // The target moved: rebuild on the new tip, gate again,
                 // without what landed meanwhile (another lander may have
-                // landed these very attempts).
+                // landed these very attempts; with a remote, the next
+                // round looks).
                 Applied::Conflict => {
-                    entries = self.still_waiting(entries).await?;
-                    if entries.is_empty() {
-                        return Ok(());
+                    if self.remote.is_none() {
+                        entries = self.still_waiting(entries).await?;
+                        if entries.is_empty() {
+                            return Ok(());
+                        }
                     }
                     continue;
                 }
@@ -465,14 +479,12 @@ impl Queue {
     }
 
     /// Those of `entries` that still wait to land, by the log as it is now
-    /// (with a remote, after a sync that brings other landers' records).
+    /// (with a remote, after taking in its records: other landers').
     async fn still_waiting(&self, entries: Vec<Entry>) -> Result<Vec<Entry>, MergeError> {
         let this = self.clone();
         blocking(&self.common_dir, move |store| {
             if let Some(remote) = &this.remote {
-                // Best effort: without it the rebuilt candidate's push is
-                // still the compare-and-swap that keeps a landing single.
-                let _ = store.sync(remote);
+                store.catch_up(remote)?;
             }
             this.state.read(store, |index| {
                 let Some(run) = index.run(&this.run)? else {

@@ -123,11 +123,7 @@ impl Store {
         };
         for round in 1..=MAX_ROUNDS {
             report.rounds = round;
-            let before = self.tracked_logs(remote)?;
-            self.fetch(remote)?;
-            self.find_rewrites(remote, &before, &mut report)?;
-            self.refuse_oversized(remote, &before, &mut report)?;
-            self.integrate(remote, &mut report)?;
+            self.take_in(remote, &mut report)?;
             if !self.ahead_of(remote, &report.refused)? {
                 // Everything here is what the fetch just saw there: a push
                 // would only cost a round trip to learn that.
@@ -145,6 +141,29 @@ impl Store {
             reference: format!("{remote} refs/orch/*"),
             attempts: MAX_ROUNDS,
         })
+    }
+
+    /// Fetches `remote`'s `refs/orch/*` and integrates them here, pushing
+    /// nothing: afterwards this clone holds every record the remote held
+    /// when the fetch began.
+    pub fn catch_up(&self, remote: &str) -> Result<SyncReport> {
+        self.check_remote(remote)?;
+        let mut report = SyncReport {
+            remote: remote.to_owned(),
+            rounds: 1,
+            ..Default::default()
+        };
+        self.take_in(remote, &mut report)?;
+        Ok(report)
+    }
+
+    /// One fetch of `remote`'s state, checked and integrated.
+    fn take_in(&self, remote: &str, report: &mut SyncReport) -> Result<()> {
+        let before = self.tracked_logs(remote)?;
+        self.fetch(remote)?;
+        self.find_rewrites(remote, &before, report)?;
+        self.refuse_oversized(remote, &before, report)?;
+        self.integrate(remote, report)
     }
 
     /// The remote's log refs as of the last fetch (tracking copies).

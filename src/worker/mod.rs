@@ -799,6 +799,8 @@ impl Worker {
                     continue;
                 }
             }
+            // Where a lander has read the queue and not claimed it yet.
+            crate::failpoint::hit("worker.claim-queue");
             let writer = self.store.writer()?;
             let claim = Claim {
                 version: 1,

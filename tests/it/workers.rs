@@ -964,6 +964,71 @@ fn a_lander_frozen_past_its_lease_never_publishes_a_second_landing() {
     assert_eq!(after, commits + 1, "one landing on the remote's main");
 }
 
+/// A worker armed with one failpoint (`name=wait`) that it announces in
+/// its own file; the file, and how to wait until it is there.
+fn worker_stopping_at(
+    sb: &Sandbox,
+    repo: &Path,
+    extra: &[&str],
+    failpoint: &str,
+) -> (Child, PathBuf) {
+    let at = sb.path().join(format!("failpoint-{failpoint}"));
+    let exe = common::bin_dir().join("git-orch");
+    let child = sb
+        .command(&exe.to_string_lossy(), repo)
+        .args(["worker", "--remote", "origin", "--poll", "0.2"])
+        .args(extra)
+        .env("ORCH_FAILPOINTS", format!("{failpoint}=wait"))
+        .env("ORCH_FAILPOINT_FILE", &at)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("worker starts");
+    let start = Instant::now();
+    while !at.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "never reached {failpoint}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (child, at)
+}
+
+/// B reads the queue while A, whose lease ran out, is about to publish
+/// t0's landing; A publishes (nobody claimed the queue since), then B
+/// claims it and lands from its older view of the log. The target then
+/// holds A's landing of t0, which B took for a landing of its own whose
+/// record a crash had lost, and recorded a second time.
+#[test]
+fn a_landing_published_after_the_queue_was_read_is_never_recorded_twice() {
+    let mut sb = Sandbox::new();
+    let (bare, a, run) = shared_run(&mut sb, 1);
+    let scripts = sb.path().join("scripts");
+    std::fs::write(scripts.join("t0.script"), "write src/t0/done yes\n").expect("script");
+    let args = ["--agent", "fake", "--until-done", "--lease", "2"];
+    let (wa, at_a) = worker_stopping_at(&sb, &a, &args, "land.publish");
+    signal(&wa, libc::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(3));
+    let b = clone(&sb, &bare, "b");
+    let (wb, at_b) = worker_stopping_at(&sb, &b, &args, "worker.claim-queue");
+    std::fs::remove_file(&at_a).expect("release A");
+    signal(&wa, libc::SIGCONT);
+    let out = wait(wa, Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "A: {}", stderr(&out));
+    std::fs::remove_file(&at_b).expect("release B");
+    let out = wait(wb, Duration::from_secs(120));
+    assert_eq!(out.status.code(), Some(0), "B: {}", stderr(&out));
+    for r in [&a, &b] {
+        sb.orch_ok(r, &["sync"]);
+        let landed: Vec<serde_json::Value> = log(&sb, r)
+            .into_iter()
+            .filter(|e| e["type"] == "landed" && e["run_id"] == run.as_str())
+            .collect();
+        assert_eq!(landed.len(), 1, "{}: {landed:?}", r.display());
+    }
+}
+
 #[test]
 fn a_worker_once_whose_landing_is_refused_ends_and_says_it_once() {
     let mut sb = Sandbox::new();
