@@ -915,23 +915,12 @@ fn a_lander_frozen_past_its_lease_never_publishes_a_second_landing() {
     // B runs t0 and stops exactly where its landing would publish; there
     // it freezes, past its 2-second lease.
     let b = clone(&sb, &bare, "b");
-    let at = sb.path().join("failpoint");
-    let exe = common::bin_dir().join("git-orch");
-    let wb = sb
-        .command(&exe.to_string_lossy(), &b)
-        .args(["worker", "--remote", "origin", "--poll", "0.2"])
-        .args(["--agent", "fake", "--until-done", "--lease", "2"])
-        .env("ORCH_FAILPOINTS", "land.publish=wait")
-        .env("ORCH_FAILPOINT_FILE", &at)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("worker starts");
-    let start = Instant::now();
-    while !at.exists() {
-        assert!(start.elapsed() < Duration::from_secs(120), "B never landed");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (wb, at) = worker_stopping_at(
+        &sb,
+        &b,
+        &["--agent", "fake", "--until-done", "--lease", "2"],
+        "land.publish",
+    );
     signal(&wb, libc::SIGSTOP);
     // A takes the queue over once B's lease runs out, and lands t0.
     let out = wait(
@@ -964,8 +953,9 @@ fn a_lander_frozen_past_its_lease_never_publishes_a_second_landing() {
     assert_eq!(after, commits + 1, "one landing on the remote's main");
 }
 
-/// A worker armed with one failpoint (`name=wait`) that it announces in
-/// its own file; the file, and how to wait until it is there.
+/// Starts a worker armed with one failpoint (`<failpoint>=wait`) and
+/// waits until it stands there: the worker, and the file whose removal
+/// lets it go on.
 fn worker_stopping_at(
     sb: &Sandbox,
     repo: &Path,
