@@ -62,18 +62,27 @@ const REFUSALS: [&str; 14] = [
 /// Words that, near a `429`, make it an HTTP status rather than any number.
 const STATUS_CONTEXT: [&str; 5] = ["error", "status", "http", "code", "too many"];
 
+/// Where `number` stands alone in `text`: not part of a longer number (a
+/// port such as `:34401`, an id, a count).
+pub(crate) fn standing_alone<'t>(
+    text: &'t str,
+    number: &'t str,
+) -> impl Iterator<Item = usize> + 't {
+    let bytes = text.as_bytes();
+    text.match_indices(number)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let before = at.checked_sub(1).map(|i| bytes[i]);
+            let after = bytes.get(at + number.len()).copied();
+            !before.is_some_and(|b| b.is_ascii_digit())
+                && !after.is_some_and(|b| b.is_ascii_digit())
+        })
+}
+
 /// Whether `text` (lower-case) names HTTP status 429: the number standing
 /// alone, with a status-like word within a few characters.
 fn mentions_http_429(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    text.match_indices("429").any(|(at, _)| {
-        let before = at.checked_sub(1).map(|i| bytes[i]);
-        let after = bytes.get(at + 3).copied();
-        let alone = !before.is_some_and(|b| b.is_ascii_digit())
-            && !after.is_some_and(|b| b.is_ascii_digit());
-        if !alone {
-            return false;
-        }
+    standing_alone(text, "429").any(|at| {
         let mut from = at.saturating_sub(24);
         while !text.is_char_boundary(from) {
             from -= 1;

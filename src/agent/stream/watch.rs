@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use crate::agent::availability::Availability;
+use crate::agent::availability::{Availability, standing_alone};
 use crate::agent::kind::AgentKind;
 
 /// Longest cause kept, in characters.
@@ -84,7 +84,17 @@ pub(super) fn class_of_status(status: u64) -> Option<Availability> {
 /// The class a free-text error message stands for.
 pub(super) fn class_of_text(text: &str) -> Option<Availability> {
     let t = text.to_lowercase();
-    let any = |words: &[&str]| words.iter().any(|w| t.contains(w));
+    // A status code counts only standing alone: the mock server's port
+    // `34401` in a URL is no 401.
+    let any = |words: &[&str]| {
+        words.iter().any(|w| {
+            if w.bytes().all(|b| b.is_ascii_digit()) {
+                standing_alone(&t, w).next().is_some()
+            } else {
+                t.contains(w)
+            }
+        })
+    };
     if any(&[
         "401",
         "403 forbidden",
@@ -380,5 +390,27 @@ mod tests {
         let cause = w.cause().expect("cause");
         assert!(cause.chars().count() <= CAUSE_CHARS + 1);
         assert!(!cause.contains('\n'));
+    }
+
+    /// Codex names the URL it retried, and a local mock server's port
+    /// may hold a status code's digits: that made an overload a refusal
+    /// of credentials.
+    #[test]
+    fn a_status_code_counts_only_standing_alone() {
+        let text = "Reconnecting... 1/1 (unexpected status 529 <unknown status code>: Overloaded, url: http://127.0.0.1:34401/v1/responses)";
+        assert_eq!(class_of_text(text), Some(Availability::Overloaded));
+        assert_eq!(
+            class_of_text("connection refused, url: http://127.0.0.1:54290/"),
+            Some(Availability::Unreachable)
+        );
+        assert_eq!(class_of_text("request 14290 failed: nothing"), None);
+        assert_eq!(
+            class_of_text("unexpected status 401 Unauthorized"),
+            Some(Availability::AuthFailed)
+        );
+        assert_eq!(
+            class_of_text("HTTP 429: slow down"),
+            Some(Availability::RateLimited)
+        );
     }
 }
