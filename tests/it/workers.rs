@@ -781,6 +781,28 @@ fn started_by(sb: &Sandbox, repo: &Path, writer: &str) -> Vec<i32> {
     }
 }
 
+/// The ref lock files in `git_dir`: `packed-refs.lock` and any
+/// `refs/**/*.lock`.
+fn ref_locks(git_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let packed = git_dir.join("packed-refs.lock");
+    if packed.exists() {
+        out.push(packed);
+    }
+    let mut folders = vec![git_dir.join("refs")];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "lock") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
 /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) one process, by its own pid:
 /// a worker frozen as a machine that hangs would be.
 fn signal(child: &Child, sig: libc::c_int) {
@@ -836,6 +858,19 @@ fn workers_outlive_a_flaky_remote_and_a_killed_and_a_frozen_worker() {
     }
     wc.kill().expect("kill -9");
     let _ = wc.wait();
+    // Killed in the middle of a ref update, C leaves its lock file, which
+    // stops every later update there (git's own and git-orch's, which
+    // names it): a person removes it as the message says, once git's
+    // maintenance, which C may have started, is done.
+    let git_dir = c.join(".git");
+    common::wait_until_quiet(&[
+        git_dir.join("objects/maintenance.lock"),
+        git_dir.join("gc.pid"),
+    ]);
+    for lock in ref_locks(&git_dir) {
+        eprintln!("the kill left {}", lock.display());
+        std::fs::remove_file(&lock).expect("remove the lock");
+    }
     let wa = worker(&sb, &a, &args);
     let wb = worker(&sb, &b, &args);
     // B freezes in the middle of an attempt, past its lease, and wakes up;

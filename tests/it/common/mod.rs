@@ -270,7 +270,7 @@ impl Drop for Sandbox {
 
 /// Waits (at most a minute) until none of `locks` exists: git's background
 /// maintenance holds one while it repacks.
-fn wait_until_quiet(locks: &[PathBuf]) {
+pub fn wait_until_quiet(locks: &[PathBuf]) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while locks.iter().any(|l| l.exists()) && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
