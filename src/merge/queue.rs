@@ -361,14 +361,16 @@ impl Queue {
         passed: &mut Vec<Event>,
     ) -> Result<(), MergeError> {
         let mut entries = entries;
-        for _round in 0..MAX_ROUNDS {
+        for round in 0..MAX_ROUNDS {
             self.follow_remote().await?;
-            // With a remote, its records are taken in after its target:
-            // a landing pushes both at once, so every landing the fetched
-            // target holds has its record here, and one another lander
-            // made since `entries` were read is never taken for a landing
-            // whose record a crash lost (and recorded a second time).
-            if self.remote.is_some() {
+            // Without what landed meanwhile: after a lost race (another
+            // lander may have landed these very attempts), and with a
+            // remote in every round, its records taken in after its
+            // target. A landing pushes both at once, so every landing the
+            // fetched target holds has its record here, and one another
+            // lander made since `entries` were read is never taken for a
+            // landing whose record a crash lost (and recorded again).
+            if round > 0 || self.remote.is_some() {
                 entries = self.still_waiting(entries).await?;
                 if entries.is_empty() {
                     return Ok(());
@@ -457,19 +459,8 @@ impl Queue {
                     self.after_landing(&landed).await;
                     return Ok(());
                 }
-                // The target moved: rebuild on the new tip, gate again,
-                // without what landed meanwhile (another lander may have
-                // landed these very attempts; with a remote, the next
-                // round looks).
-                Applied::Conflict => {
-                    if self.remote.is_none() {
-                        entries = self.still_waiting(entries).await?;
-                        if entries.is_empty() {
-                            return Ok(());
-                        }
-                    }
-                    continue;
-                }
+                // The target moved: rebuild on the new tip and gate again.
+                Applied::Conflict => continue,
             }
         }
         Err(MergeError::TargetMoving {

@@ -1,6 +1,7 @@
 //! Several machines, one remote (ARCHITECTURE.md): workers in separate clones
 //! of one bare repository share a run through claim refs, leases and the
-//! merge queue's atomic pushes, and nothing else.
+//! merge queue's atomic pushes, and nothing else. Invariant 5: every task
+//! lands, and is recorded as landed, once.
 
 use crate::common;
 
@@ -1034,7 +1035,8 @@ fn a_landing_published_after_the_queue_was_read_is_never_recorded_twice() {
     let args = ["--agent", "fake", "--until-done", "--lease", "2"];
     let (wa, at_a) = worker_stopping_at(&sb, &a, &args, "land.publish");
     signal(&wa, libc::SIGSTOP);
-    std::thread::sleep(Duration::from_secs(3));
+    // B reaches the failpoint only once it found A's claim free: past
+    // A's lease.
     let b = clone(&sb, &bare, "b");
     let (wb, at_b) = worker_stopping_at(&sb, &b, &args, "worker.claim-queue");
     std::fs::remove_file(&at_a).expect("release A");
